@@ -1,0 +1,38 @@
+# Two commands on a fresh machine: `make serve` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch; installing it first keeps pip from pulling a multi-GB CUDA build
+# to satisfy the package's looser `torch` requirement.
+TORCH_SPEC ?= torch==2.13.0
+HOST ?= 127.0.0.1
+PORT ?= 8000
+MODEL ?= tiny-random
+PYTEST_ARGS ?=
+
+.PHONY: serve test install install-dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+serve: install
+	$(BIN)/chorus serve --host $(HOST) --port $(PORT) --model $(MODEL)
+
+test: install-dev
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache
