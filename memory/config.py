@@ -1,0 +1,30 @@
+"""How the KV cache is laid out and how much memory it may take."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class CacheConfig:
+    """KV cache sizing knobs. Exactly one source decides the pool size: `num_blocks` when set
+    (tests, reproducible benchmarks), otherwise the device's memory after a profiling step."""
+
+    block_size: int = 16
+    # GPU: fraction of total device memory Chorus may use (weights + activations + KV).
+    gpu_memory_utilization: float = 0.9
+    # CPU: bytes the KV pool may take (there is no reliable "free memory" to profile against).
+    cpu_kv_cache_bytes: int = 512 * 1024**2
+    num_blocks: int | None = None
+    enable_prefix_caching: bool = True
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ValueError(f"block_size must be a power of two, got {self.block_size}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.cpu_kv_cache_bytes <= 0:
+            raise ValueError(f"cpu_kv_cache_bytes must be > 0, got {self.cpu_kv_cache_bytes}")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1 or None, got {self.num_blocks}")
