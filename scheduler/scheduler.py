@@ -1,0 +1,186 @@
+"""Iteration-level scheduling: which sequences run this step, and how many tokens each gets."""
+from __future__ import annotations
+
+import bisect
+from typing import Protocol, Sequence as Seq
+
+from scheduler.config import SchedulerConfig
+from scheduler.output import ScheduledChunk, SchedulerOutput
+from scheduler.sequence import Sequence, SequenceStatus
+
+
+class BlockAccounting(Protocol):
+    """The part of memory/'s KV cache manager that scheduling needs."""
+
+    block_size: int
+
+    def find_cached_prefix(self, block_hashes: Seq[int], max_blocks: int) -> list: ...
+    def allocate_slots(self, request_id: str, num_tokens: int, cached_prefix: Seq = ()) -> bool: ...
+    def cache_full_blocks(self, request_id: str, block_hashes: Seq[int], num_computed_tokens: int) -> None: ...
+    def free(self, request_id: str) -> None: ...
+
+
+class QueueFullError(RuntimeError):
+    """The waiting queue is at `max_waiting`; the caller should retry later."""
+
+
+class Scheduler:
+    """Gives each step's token budget to running sequences first, then to waiting prompts.
+
+    Invariants:
+    - A step never exceeds `max_num_batched_tokens`, and at most `max_num_seqs` sequences run.
+    - Running sequences that are decoding get their token before any prefill chunk is scheduled,
+      so a long prompt delays a running stream by at most one chunk.
+    - When blocks run out, the lowest-priority, newest unscheduled running sequence is preempted:
+      its blocks are freed, its computed count reset, and it waits at the front (by arrival).
+    - Every sequence ends exactly once, through `finish` (or `abort`), which frees its blocks.
+    """
+
+    def __init__(self, config: SchedulerConfig, kv: BlockAccounting) -> None:
+        self.config = config
+        self.kv = kv
+        self.waiting: list[Sequence] = []  # kept sorted by _order_key
+        self.running: list[Sequence] = []  # admission order
+        self._by_id: dict[str, Sequence] = {}
+
+    # ---- admission and removal -------------------------------------------------------------
+
+    def add(self, seq: Sequence) -> None:
+        if seq.request_id in self._by_id:
+            raise ValueError(f"request id {seq.request_id!r} is already scheduled")
+        if len(self.waiting) >= self.config.max_waiting:
+            raise QueueFullError(f"waiting queue is full ({self.config.max_waiting} requests)")
+        seq.status = SequenceStatus.WAITING
+        self._by_id[seq.request_id] = seq
+        self._enqueue(seq)
+
+    def finish(self, request_id: str) -> Sequence | None:
+        """Ends a sequence (done, aborted or failed) and frees its blocks; unknown ids are a no-op."""
+        seq = self._by_id.pop(request_id, None)
+        if seq is None:
+            return None
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.kv.free(request_id)
+        seq.status = SequenceStatus.FINISHED
+        return seq
+
+    abort = finish
+
+    def get(self, request_id: str) -> Sequence | None:
+        return self._by_id.get(request_id)
+
+    @property
+    def num_unfinished(self) -> int:
+        return len(self._by_id)
+
+    # ---- one step --------------------------------------------------------------------------
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.config.max_num_batched_tokens
+        scheduled: set[int] = set()
+        # NOTE: decoding streams first, then prompts already admitted and still prefilling, so a
+        # prefill chunk can never take the token a running stream needs to stay real-time.
+        decoding = [s for s in self.running if not s.is_prefilling]
+        prefilling = [s for s in self.running if s.is_prefilling]
+        for seq in decoding + prefilling:
+            if budget == 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:
+                continue  # preempted earlier in this loop to make room for an older stream
+            num_new = self._chunk_size(seq, budget)
+            if not self._allocate_or_preempt(seq, num_new, scheduled, out):
+                continue
+            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, num_new))
+            scheduled.add(id(seq))
+            budget -= num_new
+        # NOTE: after a preemption the pool is tight; admitting new prompts now would only cause
+        # the next preemption, so new work waits for a step that needed none.
+        if not out.preempted_ids:
+            budget = self._admit_waiting(budget, out)
+        return out
+
+    def update_after_step(self, output: SchedulerOutput) -> None:
+        """Marks the scheduled tokens as computed and publishes newly full prompt blocks to the
+        prefix cache. Outputs themselves are appended by the engine through `append_output`."""
+        for chunk in output.chunks:
+            seq = chunk.seq
+            if seq.is_finished:
+                continue
+            seq.num_computed_tokens = chunk.end
+            if seq.prompt_block_hashes:
+                self.kv.cache_full_blocks(
+                    seq.request_id, seq.prompt_block_hashes, seq.num_computed_tokens
+                )
+
+    @staticmethod
+    def append_output(seq: Sequence) -> None:
+        seq.num_output_tokens += 1
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _chunk_size(self, seq: Sequence, budget: int) -> int:
+        num_new = min(seq.num_uncomputed_tokens, budget)
+        if self.config.max_prefill_chunk is not None:
+            num_new = min(num_new, self.config.max_prefill_chunk)
+        return num_new
+
+    def _allocate_or_preempt(
+        self, seq: Sequence, num_new: int, scheduled: set[int], out: SchedulerOutput
+    ) -> bool:
+        while not self.kv.allocate_slots(seq.request_id, seq.num_computed_tokens + num_new):
+            victim = self._pick_victim(scheduled)
+            self._preempt(victim, out)
+            if victim is seq:
+                return False
+        return True
+
+    def _pick_victim(self, scheduled: set[int]) -> Sequence:
+        candidates = [s for s in self.running if id(s) not in scheduled]
+        # Lowest priority first (largest value), then the newest arrival.
+        return max(candidates, key=lambda s: (s.priority if self._uses_priority else 0, s.arrival_index))
+
+    def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
+        self.running.remove(seq)
+        self.kv.free(seq.request_id)
+        seq.num_computed_tokens = 0
+        seq.num_preemptions += 1
+        seq.status = SequenceStatus.PREEMPTED
+        self._enqueue(seq)
+        out.preempted_ids.append(seq.request_id)
+
+    def _admit_waiting(self, budget: int, out: SchedulerOutput) -> int:
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            seq = self.waiting[0]
+            cached = []
+            if seq.prompt_block_hashes:
+                # Leave at least one token to compute: its output is what the step is for.
+                max_blocks = (seq.num_tokens - 1) // self.kv.block_size
+                cached = self.kv.find_cached_prefix(seq.prompt_block_hashes, max_blocks)
+            seq.num_computed_tokens = len(cached) * self.kv.block_size
+            num_new = self._chunk_size(seq, budget)
+            if not self.kv.allocate_slots(seq.request_id, seq.num_computed_tokens + num_new, cached):
+                seq.num_computed_tokens = 0
+                break
+            self.waiting.pop(0)
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, num_new))
+            budget -= num_new
+        return budget
+
+    @property
+    def _uses_priority(self) -> bool:
+        return self.config.policy == "priority"
+
+    def _order_key(self, seq: Sequence) -> tuple[int, int]:
+        return (seq.priority if self._uses_priority else 0, seq.arrival_index)
+
+    def _enqueue(self, seq: Sequence) -> None:
+        # NOTE: ordering by arrival puts a preempted sequence back ahead of everything that came
+        # after it, which is where the preemption policy wants it.
+        keys = [self._order_key(s) for s in self.waiting]
+        self.waiting.insert(bisect.bisect_right(keys, self._order_key(seq)), seq)

@@ -1,0 +1,55 @@
+"""The scheduler's view of one request: token counts, never token values or tensors."""
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+
+_arrival_counter = itertools.count()
+
+
+class SequenceStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    FINISHED = "finished"
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    """A request as "computed tokens / total tokens".
+
+    Invariant: 0 <= num_computed_tokens <= num_tokens, where num_tokens = prompt + outputs so far.
+    Prefill and decode are the same thing at different sizes: a step gives the sequence
+    `num_tokens - num_computed_tokens` tokens or fewer. Preemption resets num_computed_tokens to 0
+    but keeps the outputs, so resumption recomputes them instead of generating them again (no audio
+    is lost or duplicated).
+    """
+
+    request_id: str
+    num_prompt_tokens: int
+    priority: int = 0
+    # Hashes of the prompt's full blocks, for prefix-cache lookups (empty when caching is off).
+    prompt_block_hashes: list[int] = field(default_factory=list)
+    num_output_tokens: int = 0
+    num_computed_tokens: int = 0
+    status: SequenceStatus = SequenceStatus.WAITING
+    num_preemptions: int = 0
+    arrival_index: int = field(default_factory=lambda: next(_arrival_counter))
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prompt_tokens + self.num_output_tokens
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_prefilling(self) -> bool:
+        """More than one token to compute: a prompt, or outputs being recomputed after preemption."""
+        return self.num_uncomputed_tokens > 1
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED

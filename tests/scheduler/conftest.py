@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from memory.block_hash import hash_full_blocks
+from memory.kv_cache_manager import KVCacheManager
+from scheduler import Scheduler, SchedulerConfig, Sequence
+
+
+class Simulator:
+    """Drives a real Scheduler + KVCacheManager the way the engine does, with each request's
+    output count fixed in advance instead of a model deciding when it stops."""
+
+    def __init__(self, num_blocks: int, block_size: int = 4, **config) -> None:
+        self.kv = KVCacheManager(num_blocks, block_size)
+        self.scheduler = Scheduler(SchedulerConfig(**config), self.kv)
+        self.block_size = block_size
+        self.targets: dict[str, int] = {}
+        self.finished: list[str] = []
+        self.steps: list = []
+
+    def add(self, request_id: str, prompt_len: int, outputs: int, priority: int = 0, tokens=None) -> Sequence:
+        tokens = tokens or [hash((request_id, i)) % 1000 for i in range(prompt_len)]
+        seq = Sequence(
+            request_id,
+            num_prompt_tokens=len(tokens),
+            priority=priority,
+            prompt_block_hashes=hash_full_blocks(tokens, self.block_size),
+        )
+        self.scheduler.add(seq)
+        self.targets[request_id] = outputs
+        return seq
+
+    def step(self):
+        out = self.scheduler.schedule()
+        self.steps.append(out)
+        self.scheduler.update_after_step(out)
+        for chunk in out.chunks:
+            if chunk.produces_output:
+                Scheduler.append_output(chunk.seq)
+                if chunk.seq.num_output_tokens >= self.targets[chunk.seq.request_id]:
+                    self.scheduler.finish(chunk.seq.request_id)
+                    self.finished.append(chunk.seq.request_id)
+        return out
+
+    def run(self, max_steps: int = 10_000) -> None:
+        for _ in range(max_steps):
+            if not self.scheduler.num_unfinished:
+                return
+            self.step()
+        raise AssertionError("requests did not finish")

@@ -1,0 +1,67 @@
+"""Random workloads against the real scheduler and block manager: the invariants hold every step."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .conftest import Simulator
+
+request = st.tuples(st.integers(1, 40), st.integers(1, 30), st.integers(0, 3), st.booleans())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    requests=st.lists(request, min_size=1, max_size=12),
+    num_blocks=st.integers(18, 60),
+    max_num_seqs=st.integers(1, 6),
+    extra_budget=st.integers(0, 20),
+    chunk=st.one_of(st.none(), st.integers(1, 16)),
+    policy=st.sampled_from(["fcfs", "priority"]),
+    arrive_late=st.integers(0, 6),
+)
+def test_random_workloads_keep_every_invariant(
+    requests, num_blocks, max_num_seqs, extra_budget, chunk, policy, arrive_late
+):
+    budget = max_num_seqs + extra_budget
+    sim = Simulator(
+        num_blocks=num_blocks,
+        block_size=4,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=budget,
+        max_prefill_chunk=chunk,
+        policy=policy,
+    )
+    shared_prefix = list(range(500, 512))
+    pending = []
+    for i, (prompt_len, outputs, priority, shares) in enumerate(requests):
+        tokens = (shared_prefix if shares else []) + [i * 1000 + t for t in range(prompt_len)]
+        # Every request must fit the pool alone, or no schedule can finish it.
+        outputs = min(outputs, num_blocks * 4 - len(tokens))
+        pending.append((f"r{i}", tokens, max(outputs, 1), priority))
+    for rid, tokens, outputs, priority in pending[: len(pending) - arrive_late]:
+        sim.add(rid, 0, outputs, priority, tokens=tokens)
+    late = pending[len(pending) - arrive_late :]
+    for step in range(5000):
+        if late and step % 3 == 0:
+            rid, tokens, outputs, priority = late.pop(0)
+            sim.add(rid, 0, outputs, priority, tokens=tokens)
+        if not sim.scheduler.num_unfinished and not late:
+            break
+        out = sim.step()
+        ids = [c.seq.request_id for c in out.chunks]
+        assert len(ids) == len(set(ids)), "a sequence scheduled twice in one step"
+        assert out.num_batched_tokens <= budget
+        assert len(sim.scheduler.running) <= max_num_seqs
+        for c in out.chunks:
+            assert c.num_new_tokens >= 1 and c.end <= c.seq.num_tokens + 1
+            if chunk is not None and c.seq.is_prefilling:
+                assert c.num_new_tokens <= chunk
+        owned = sum(sim.kv.num_request_blocks(s.request_id) for s in sim.scheduler.running)
+        assert sim.kv.num_used_blocks <= owned  # shared prefix blocks are counted once
+        assert all(sim.kv.num_request_blocks(s.request_id) == 0 for s in sim.scheduler.waiting)
+    else:
+        raise AssertionError("workload did not drain")
+    assert sorted(sim.finished) == sorted(rid for rid, *_ in pending)  # each exactly once
+    assert sim.kv.num_free_blocks == num_blocks  # no leaks
+    for rid, _, outputs, _ in pending:
+        assert sim.targets[rid] == outputs

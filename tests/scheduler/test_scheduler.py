@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import pytest
+
+from scheduler import QueueFullError, SchedulerConfig, SequenceStatus
+
+from .conftest import Simulator
+
+
+def chunk_sizes(out) -> dict[str, int]:
+    return {c.seq.request_id: c.num_new_tokens for c in out.chunks}
+
+
+def test_config_rejects_budget_smaller_than_running_cap():
+    with pytest.raises(ValueError, match="max_num_batched_tokens"):
+        SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4)
+
+
+def test_prompt_is_prefilled_in_chunks_within_budget():
+    sim = Simulator(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=8)
+    sim.add("a", prompt_len=20, outputs=2)
+    assert [c.num_new_tokens for c in sim.step().chunks] == [8]
+    assert [c.num_new_tokens for c in sim.step().chunks] == [8]
+    last = sim.step().chunks[0]
+    assert last.num_new_tokens == 4 and last.produces_output
+    assert sim.step().chunks[0].num_new_tokens == 1  # decode
+
+
+def test_decoding_streams_go_before_a_long_prompt():
+    sim = Simulator(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=6)
+    sim.add("a", prompt_len=3, outputs=50)
+    sim.step()
+    sim.add("long", prompt_len=40, outputs=1)
+    sim.add("b", prompt_len=2, outputs=50)
+    for _ in range(6):
+        sizes = chunk_sizes(sim.step())
+        assert sizes["a"] == 1  # never starved
+        assert sum(sizes.values()) <= 6
+
+
+def test_prefilling_running_sequence_does_not_starve_later_decoders():
+    # "long" is admitted before "b", but once b decodes it still comes first in every step.
+    sim = Simulator(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=4, max_prefill_chunk=2)
+    sim.add("long", prompt_len=30, outputs=1)
+    sim.add("b", prompt_len=2, outputs=30)
+    sim.step()
+    for _ in range(8):
+        assert chunk_sizes(sim.step()).get("b") == 1
+
+
+def test_running_cap_is_respected():
+    sim = Simulator(num_blocks=256, max_num_seqs=3, max_num_batched_tokens=64)
+    for i in range(6):
+        sim.add(f"r{i}", prompt_len=4, outputs=5)
+    out = sim.step()
+    assert len(out.chunks) == 3
+    assert len(sim.scheduler.waiting) == 3
+
+
+def test_preemption_takes_newest_and_it_resumes_without_losing_outputs():
+    # 6 blocks of 4 tokens: two sequences of 8 prompt tokens fit, then must grow.
+    sim = Simulator(num_blocks=6, max_num_seqs=4, max_num_batched_tokens=32)
+    old = sim.add("old", prompt_len=8, outputs=12)
+    new = sim.add("new", prompt_len=8, outputs=12)
+    preempted = []
+    while sim.scheduler.num_unfinished:
+        preempted += sim.step().preempted_ids
+    assert preempted and preempted[0] == "new"
+    assert old.num_preemptions == 0
+    assert sorted(sim.finished) == ["new", "old"]
+    assert new.num_output_tokens == 12  # outputs survived the preemption
+    assert sim.kv.num_free_blocks == 6
+
+
+def test_resumed_sequence_recomputes_prompt_and_outputs():
+    sim = Simulator(num_blocks=4, max_num_seqs=2, max_num_batched_tokens=16)
+    sim.add("a", prompt_len=4, outputs=9)
+    b = sim.add("b", prompt_len=4, outputs=9)
+    while b.num_preemptions == 0:
+        sim.step()
+    produced = b.num_output_tokens
+    assert b.num_computed_tokens == 0 and b.status is SequenceStatus.PREEMPTED
+    while b.status is not SequenceStatus.RUNNING:
+        sim.step()
+    first = next(c for c in sim.steps[-1].chunks if c.seq is b)
+    assert first.start == 0 or first.start % sim.block_size == 0  # prefix cache may skip blocks
+    assert first.end == 4 + produced  # recomputes up to its last output, then samples the next
+
+
+def test_no_new_admissions_in_a_step_that_preempted():
+    sim = Simulator(num_blocks=4, max_num_seqs=4, max_num_batched_tokens=16)
+    sim.add("a", prompt_len=4, outputs=20)
+    sim.add("b", prompt_len=4, outputs=20)
+    sim.step()
+    sim.add("c", prompt_len=2, outputs=1)
+    for _ in range(20):
+        out = sim.step()
+        if out.preempted_ids:
+            assert all(c.seq.request_id != "c" or c.start > 0 for c in out.chunks)
+
+
+def test_priority_policy_orders_waiting_and_preempts_lowest_priority():
+    sim = Simulator(num_blocks=64, max_num_seqs=1, max_num_batched_tokens=16, policy="priority")
+    sim.add("low", prompt_len=4, outputs=1, priority=5)
+    sim.add("high", prompt_len=4, outputs=1, priority=0)
+    assert [c.seq.request_id for c in sim.step().chunks] == ["high"]
+    sim2 = Simulator(num_blocks=5, max_num_seqs=4, max_num_batched_tokens=16, policy="priority")
+    sim2.add("important-late", prompt_len=8, outputs=10, priority=0)
+    sim2.add("background", prompt_len=8, outputs=10, priority=9)
+    victims = []
+    while sim2.scheduler.num_unfinished:
+        victims += sim2.step().preempted_ids
+    assert victims and set(victims) == {"background"}
+
+
+def test_fcfs_ignores_priority():
+    sim = Simulator(num_blocks=64, max_num_seqs=1, max_num_batched_tokens=16)
+    sim.add("first", prompt_len=4, outputs=1, priority=5)
+    sim.add("second", prompt_len=4, outputs=1, priority=0)
+    assert [c.seq.request_id for c in sim.step().chunks] == ["first"]
+
+
+def test_prefix_hit_skips_cached_blocks():
+    sim = Simulator(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64)
+    shared = list(range(100, 112))
+    sim.add("a", prompt_len=0, outputs=1, tokens=shared + [1, 2])
+    sim.run()
+    sim.add("b", prompt_len=0, outputs=1, tokens=shared + [3])
+    chunk = sim.step().chunks[0]
+    assert chunk.start == 12 and chunk.num_new_tokens == 1
+
+
+def test_full_prompt_hit_still_computes_one_token():
+    sim = Simulator(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64)
+    tokens = list(range(8))
+    sim.add("a", prompt_len=0, outputs=1, tokens=tokens)
+    sim.run()
+    sim.add("b", prompt_len=0, outputs=1, tokens=tokens)
+    chunk = sim.step().chunks[0]
+    assert chunk.start == 4 and chunk.end == 8 and chunk.produces_output
+
+
+def test_finish_and_abort_free_blocks_and_unknown_is_noop():
+    sim = Simulator(num_blocks=16, max_num_seqs=4, max_num_batched_tokens=16)
+    sim.add("a", prompt_len=10, outputs=100)
+    sim.add("b", prompt_len=3, outputs=100)
+    sim.step()
+    assert sim.scheduler.abort("a") is not None
+    assert sim.scheduler.abort("a") is None
+    assert sim.scheduler.abort("nope") is None
+    sim.scheduler.abort("b")
+    assert sim.kv.num_free_blocks == 16 and not sim.scheduler.running
+
+
+def test_waiting_queue_limit():
+    sim = Simulator(num_blocks=16, max_num_seqs=1, max_num_batched_tokens=4, max_waiting=2)
+    sim.add("a", prompt_len=2, outputs=1)
+    sim.add("b", prompt_len=2, outputs=1)
+    with pytest.raises(QueueFullError):
+        sim.add("c", prompt_len=2, outputs=1)
+
+
+def test_duplicate_id_rejected():
+    sim = Simulator(num_blocks=16, max_num_seqs=1, max_num_batched_tokens=4)
+    sim.add("a", prompt_len=2, outputs=1)
+    with pytest.raises(ValueError, match="already"):
+        sim.add("a", prompt_len=2, outputs=1)
