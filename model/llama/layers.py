@@ -1,0 +1,113 @@
+"""Building blocks of the Llama decoder, all operating on a flat token batch [T, ...]."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.attention import AttentionBackend, AttentionMetadata
+from model.llama.config import LlamaArchConfig
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm computed in float32 and cast back to the input dtype before the weight is applied."""
+
+    def __init__(self, hidden_size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        hidden32 = hidden.float()
+        normed = hidden32 * torch.rsqrt(hidden32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(hidden.dtype)
+
+
+class RotaryEmbedding:
+    """Rotary position embedding in the rotate-half layout (pairs are (i, i + head_dim/2)).
+
+    Keeps one float32 table of [cos | sin] per position for positions [0, len) on the device it was last used
+    on; the table starts at ``max_position_embeddings`` rows and doubles whenever a step needs more.
+    """
+
+    def __init__(self, head_dim: int, max_position_embeddings: int, theta: float,
+                 scaling: dict[str, Any] | None) -> None:
+        self.inv_freq = _inverse_frequencies(head_dim, theta, scaling)
+        self.initial_positions = max_position_embeddings
+        self._cos_sin: Tensor | None = None
+
+    def apply(self, positions: Tensor, query: Tensor, key: Tensor, num_positions: int) -> tuple[Tensor, Tensor]:
+        # NOTE: the caller bounds positions by num_positions (python int) so growing never needs a device sync.
+        cos, sin = self._table(num_positions, positions.device)[positions].to(query.dtype).chunk(2, dim=-1)
+        cos, sin = cos[:, None, :], sin[:, None, :]
+        return _rotate(query, cos, sin), _rotate(key, cos, sin)
+
+    def _table(self, num_positions: int, device: torch.device) -> Tensor:
+        table = self._cos_sin
+        if table is None or table.device != device or table.shape[0] < num_positions:
+            rows = max(num_positions, self.initial_positions if table is None else 2 * table.shape[0])
+            freqs = torch.outer(torch.arange(rows, device=device, dtype=torch.float32), self.inv_freq.to(device))
+            table = torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+            self._cos_sin = table
+        return table
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+
+
+def _inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> Tensor:
+    # NOTE: explicit CPU device so that building the model under torch.device("meta") still gets real values.
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim
+    inv_freq = 1.0 / theta ** exponents
+    if scaling is None:
+        return inv_freq
+    # llama3: wavelengths longer than original_len / low_freq_factor are stretched by `factor`, those shorter
+    # than original_len / high_freq_factor are kept, and the band between blends the two linearly.
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    wavelengths = 2 * math.pi / inv_freq
+    keep = ((scaling["original_max_position_embeddings"] / wavelengths - low) / (high - low)).clamp(0.0, 1.0)
+    return (1 - keep) * inv_freq / scaling["factor"] + keep * inv_freq
+
+
+class LlamaAttention(nn.Module):
+    """Grouped-query self-attention with fused q/k/v rows ordered [q | k | v] and rotary positions."""
+
+    def __init__(self, config: LlamaArchConfig, attention: AttentionBackend, rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.qkv_sizes = [self.num_heads * self.head_dim, *[self.num_kv_heads * self.head_dim] * 2]
+        self.qkv_proj = nn.Linear(config.hidden_size, sum(self.qkv_sizes), bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+        self.attention = attention
+        self.rotary = rotary
+        self.scale = self.head_dim ** -0.5
+
+    def forward(self, hidden: Tensor, positions: Tensor, kv_cache: Tensor, meta: AttentionMetadata) -> Tensor:
+        num_tokens = hidden.shape[0]
+        query, key, value = self.qkv_proj(hidden).split(self.qkv_sizes, dim=-1)
+        query = query.view(num_tokens, self.num_heads, self.head_dim)
+        key = key.view(num_tokens, self.num_kv_heads, self.head_dim)
+        value = value.view(num_tokens, self.num_kv_heads, self.head_dim)
+        query, key = self.rotary.apply(positions, query, key, meta.max_seq_len)
+        out = self.attention.forward(query, key, value, kv_cache, meta, self.scale)
+        return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU feed-forward, down(silu(gate(x)) * up(x)), with fused rows ordered [gate | up]."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int) -> None:
+        super().__init__()
+        self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=False)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        gate, up = self.gate_up_proj(hidden).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
