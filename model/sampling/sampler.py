@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from model.sampling.params import SamplingParams
+
+# NOTE: clamping the exponential noise away from zero keeps a zero-probability token at exactly 0
+# instead of 0/0 = NaN, which argmax would pick.
+_SMALLEST_NOISE = torch.finfo(torch.float32).tiny
+
+
+class SamplingState:
+    """One request's sampling context, alive as long as the request.
+
+    ``penalized_token_ids`` holds every id of the prompt and of the output exactly once when the
+    request uses a repetition penalty, and is empty otherwise. ``generator`` exists exactly when the
+    params carry a seed, so a seeded request's draws depend on nothing but its own history.
+    """
+
+    __slots__ = ("params", "generator", "_num_generated", "_seen", "_ids", "_num_ids")
+
+    def __init__(
+        self,
+        params: SamplingParams,
+        prompt_token_ids: Sequence[int] = (),
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.params = params
+        self.generator: torch.Generator | None = None
+        if params.seed is not None:
+            self.generator = torch.Generator(device=device)
+            self.generator.manual_seed(params.seed)
+        self._num_generated = 0
+        self._seen: set[int] = set()
+        self._ids = torch.empty(0, dtype=torch.int64)
+        self._num_ids = 0
+        if params.repetition_penalty != 1.0 and len(prompt_token_ids) > 0:
+            self._ids = torch.as_tensor(prompt_token_ids, dtype=torch.int64).unique()
+            self._num_ids = len(self._ids)
+            self._seen = set(self._ids.tolist())
+
+    @property
+    def num_generated(self) -> int:
+        return self._num_generated
+
+    @property
+    def penalized_token_ids(self) -> Tensor:
+        return self._ids[: self._num_ids]
+
+    @property
+    def needs_penalty(self) -> bool:
+        return self._num_ids > 0
+
+    def append(self, token_id: int) -> None:
+        self._num_generated += 1
+        if self.params.repetition_penalty == 1.0 or token_id in self._seen:
+            return
+        self._seen.add(token_id)
+        if self._num_ids == len(self._ids):
+            grown = torch.empty(max(16, 2 * len(self._ids)), dtype=torch.int64)
+            grown[: self._num_ids] = self._ids
+            self._ids = grown
+        self._ids[self._num_ids] = token_id
+        self._num_ids += 1
+
+
+class Sampler:
+    """Turns one step's logits into one token per row; each row follows only its own state.
+
+    The caller's logits are never written to. A seeded row draws all of its randomness from its
+    own generator, so its tokens are the same whatever else is in the batch.
+    """
+
+    def __call__(
+        self,
+        logits: Tensor,
+        states: Sequence[SamplingState],
+        stop_token_ids: Sequence[int] = (),
+    ) -> Tensor:
+        if logits.dim() != 2 or logits.shape[0] != len(states):
+            raise ValueError(
+                f"logits must be [batch, vocab] with one row per state; got {tuple(logits.shape)} "
+                f"for {len(states)} states"
+            )
+        scores = apply_penalties(logits, states, stop_token_ids)
+        greedy = [state.params.greedy for state in states]
+        if all(greedy):
+            return scores.argmax(dim=-1)
+        greedy_tokens = scores.argmax(dim=-1) if any(greedy) else None
+        probs = apply_warpers(scores, states).softmax(dim=-1)
+        sampled = _exponential_race(probs, states)
+        if greedy_tokens is None:
+            return sampled
+        return torch.where(torch.tensor(greedy, device=logits.device), greedy_tokens, sampled)
+
+
+def apply_penalties(
+    logits: Tensor, states: Sequence[SamplingState], stop_token_ids: Sequence[int] = ()
+) -> Tensor:
+    """Returns a float32 copy of ``logits`` with repetition penalties and min_tokens masks applied."""
+    scores = logits.to(dtype=torch.float32, copy=True)
+    device = scores.device
+    penalized = [row for row, state in enumerate(states) if state.needs_penalty]
+    if penalized:
+        ids = [states[row].penalized_token_ids for row in penalized]
+        counts = torch.tensor([len(row_ids) for row_ids in ids])
+        rows = torch.repeat_interleave(torch.tensor(penalized), counts)
+        rows, cols = torch.stack((rows, torch.cat(ids))).to(device)
+        row_penalty = torch.tensor(
+            [state.params.repetition_penalty for state in states], dtype=torch.float32, device=device
+        )
+        penalty = row_penalty[rows]
+        picked = scores[rows, cols]
+        scores[rows, cols] = torch.where(picked < 0, picked * penalty, picked / penalty)
+    blocked = [row for row, state in enumerate(states) if state.num_generated < state.params.min_tokens]
+    if blocked and len(stop_token_ids) > 0:
+        block_rows = torch.tensor(blocked, device=device)[:, None]
+        block_cols = torch.tensor(list(stop_token_ids), device=device)[None, :]
+        scores[block_rows, block_cols] = float("-inf")
+    return scores
+
+
+def apply_warpers(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
+    """Returns new scores divided by temperature, with tokens outside top-k / top-p set to -inf.
+
+    Greedy rows are left at temperature 1; their token is chosen before warping.
+    """
+    vocab_size = scores.shape[-1]
+    # NOTE: 1 - top_p is computed in Python double, as Hugging Face does, so the float32 cut-off
+    # rounds the same way and the kept sets match exactly.
+    columns = torch.tensor(
+        [
+            (
+                1.0 if state.params.greedy else state.params.temperature,
+                1.0 - state.params.top_p,
+                state.params.top_k if 0 < state.params.top_k < vocab_size else vocab_size,
+            )
+            for state in states
+        ],
+        dtype=torch.float64,
+        device=scores.device,
+    )
+    temperature, top_p_cutoff, top_k = columns.unbind(dim=-1)
+    scores = scores / temperature.to(torch.float32)[:, None]
+    use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
+    use_top_p = any(state.params.top_p < 1.0 for state in states)
+    if not (use_top_k or use_top_p):
+        return scores
+    sorted_scores, order = scores.sort(dim=-1)
+    if use_top_k:
+        # Ties with the k-th largest score are kept, as in Hugging Face's TopKLogitsWarper.
+        kth_largest = sorted_scores.gather(1, (vocab_size - top_k.long())[:, None])
+        sorted_scores = sorted_scores.masked_fill(sorted_scores < kth_largest, float("-inf"))
+    if use_top_p:
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative <= top_p_cutoff.to(torch.float32)[:, None]
+        drop[:, -1] = False
+        sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+    return torch.empty_like(scores).scatter_(1, order, sorted_scores)
+
+
+def _exponential_race(probs: Tensor, states: Sequence[SamplingState]) -> Tensor:
+    """argmax(p / E) with E ~ Exp(1) picks token i with probability p_i: one draw per row."""
+    noise = torch.empty_like(probs)
+    seeded = [
+        (row, state.generator)
+        for row, state in enumerate(states)
+        if state.generator is not None and not state.params.greedy
+    ]
+    if len(seeded) < len(states):
+        noise.exponential_()
+    for row, generator in seeded:
+        noise[row].exponential_(generator=generator)
+    return probs.div_(noise.clamp_min_(_SMALLEST_NOISE)).argmax(dim=-1)
