@@ -1,0 +1,46 @@
+"""Which model to load and how to run it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(slots=True)
+class ModelConfig:
+    """`model` is a folder (config.json, *.safetensors, tokenizer.json) or a built-in name
+    (`tiny-random`); `codec` a SNAC folder, defaulting to the model folder's `codec/`."""
+
+    model: str = "tiny-random"
+    codec: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    attention_backend: str = "torch"
+    # Longest prompt + output a request may use; None = the checkpoint's maximum, capped at 8192.
+    max_model_len: int | None = None
+    constrain_audio_tokens: bool = True
+    # SNAC was trained with a noise block; it is off by default so every window decodes
+    # deterministically and streamed audio equals an offline decode.
+    codec_noise: bool = False
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
+        if self.dtype != "auto" and self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
+
+    @property
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        if self.dtype == "auto":
+            return torch.bfloat16 if self.torch_device.type == "cuda" else torch.float32
+        return _DTYPES[self.dtype]

@@ -1,0 +1,111 @@
+"""What a model family must provide so the engine can serve it without special cases.
+
+A family answers four questions for the engine: how a request's positions become input
+embeddings (`embed`), what a step emits at a sequence's last position (`emit`: a sampled token,
+or a continuous frame), how an emitted output turns into audio frames and when the stream ends
+(`accept`), and which codec turns frames into PCM. Prompt preparation (text → `SpeechPrompt`)
+lives in a separate `PromptFrontend` so the API process can run it without the weights.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from model.codecs.base import FrameCodec
+from model.sampling import SamplingParams
+
+
+@dataclass(slots=True)
+class SpeechPrompt:
+    """A prepared prompt: the token ids the backbone prefills into the KV cache, plus optional
+    family conditioning (e.g. a time-aligned prior of shape [frames, channels]) and the number of
+    frames when the family knows it after prompt processing."""
+
+    token_ids: list[int]
+    conditioning: torch.Tensor | None = None
+    num_frames: int | None = None
+    # Separates prefix-cache entries of prompts whose token ids match but whose meaning does not.
+    cache_salt: str = ""
+    num_text_tokens: int = 0
+
+
+@dataclass(slots=True)
+class FrameUpdate:
+    """What one accepted output contributed: zero or more complete frames, and whether the
+    stream has ended by itself (stop token, or all frames known in advance produced)."""
+
+    frames: torch.Tensor | None = None
+    finished: bool = False
+
+
+class StreamState:
+    """Per-request state a family keeps between steps. Invariant: `num_outputs` equals the number
+    of outputs accepted, and positions [0, prompt_len + num_outputs) have defined inputs."""
+
+    def __init__(self, prompt: SpeechPrompt, params: SamplingParams) -> None:
+        self.prompt = prompt
+        self.params = params
+        self.num_outputs = 0
+        self.num_frames = 0
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt.token_ids)
+
+    @property
+    def max_outputs(self) -> int:
+        """The most outputs this stream may produce (sampling's max_tokens, or a known length)."""
+        return self.params.max_tokens
+
+
+class SpeechFamily(ABC):
+    """A loaded model family: backbone, codec and the per-position input/output rules."""
+
+    name: str
+    codec: FrameCodec
+    backbone: Any  # a LlamaModel (model/llama): embed_tokens, forward, compute_logits
+
+    @property
+    @abstractmethod
+    def max_model_len(self) -> int: ...
+
+    @abstractmethod
+    def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> StreamState: ...
+
+    @abstractmethod
+    def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> torch.Tensor:
+        """Input embeddings [sum(end - start), hidden] for positions start..end-1 of each stream."""
+
+    @abstractmethod
+    def emit(self, hidden: torch.Tensor, streams: Sequence[StreamState]) -> list[Any]:
+        """One output per stream from the hidden state [B, hidden] at its last computed position."""
+
+    @abstractmethod
+    def accept(self, stream: StreamState, output: Any) -> FrameUpdate:
+        """Appends `output` to the stream (it becomes the input of the next position)."""
+
+
+class PromptFrontend(ABC):
+    """Text → SpeechPrompt for one model; cheap to load (tokenizer or phonemizer, no weights)."""
+
+    model_name: str
+    sample_rate: int
+    voices: tuple[str, ...]
+
+    @abstractmethod
+    def prepare(self, text: str, voice: str) -> SpeechPrompt: ...
+
+    @abstractmethod
+    def default_sampling(self) -> SamplingParams: ...
+
+
+@dataclass(slots=True)
+class VoiceNotFoundError(ValueError):
+    voice: str
+    available: tuple[str, ...] = field(default_factory=tuple)
+
+    def __str__(self) -> str:
+        return f"unknown voice {self.voice!r}; available: {', '.join(self.available)}"

@@ -1,0 +1,97 @@
+"""The Orpheus family at run time: token embeddings in, sampled audio tokens out, SNAC frames."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from model.codecs.base import FrameCodec
+from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
+from model.families.orpheus.frames import FrameAssembler
+from model.families.orpheus.layout import OrpheusTokenLayout
+from model.sampling import Sampler, SamplingParams, SamplingState
+
+
+class OrpheusStream(StreamState):
+    """Token ids of prompt + outputs (the inputs of every position), the sampler's per-request
+    state and the frame assembler. Invariant: len(token_ids) == prompt_len + num_outputs."""
+
+    def __init__(
+        self, prompt: SpeechPrompt, params: SamplingParams, layout: OrpheusTokenLayout, device: torch.device
+    ) -> None:
+        super().__init__(prompt, params)
+        self.token_ids = list(prompt.token_ids)
+        self.sampling = SamplingState(params, prompt.token_ids, device=device)
+        self.frames = FrameAssembler(layout)
+
+
+class OrpheusFamily(SpeechFamily):
+    """A Llama decoder whose outputs are SNAC audio tokens, 7 per 2048-sample frame.
+
+    With `constrain_audio_tokens` the sampler only sees the tokens that are valid at the stream's
+    next frame position (plus end_of_speech), so a random or undertrained model cannot emit
+    invalid codes; without it, invalid tokens are dropped by the frame assembler.
+    """
+
+    name = "orpheus"
+
+    def __init__(
+        self,
+        backbone,
+        codec: FrameCodec,
+        layout: OrpheusTokenLayout,
+        max_model_len: int,
+        constrain_audio_tokens: bool = True,
+    ) -> None:
+        self.backbone = backbone
+        self.codec = codec
+        self.layout = layout
+        self._max_model_len = max_model_len
+        self.constrain_audio_tokens = constrain_audio_tokens
+        self.sampler = Sampler()
+        self._device = next(backbone.parameters()).device
+        self._stop_ids = (layout.end_of_speech,)
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> OrpheusStream:
+        return OrpheusStream(prompt, params, self.layout, self._device)
+
+    def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> torch.Tensor:
+        ids = [tok for stream, start, end in spans for tok in stream.token_ids[start:end]]
+        return self.backbone.embed_tokens(torch.tensor(ids, dtype=torch.long, device=self._device))
+
+    def emit(self, hidden: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
+        logits = self.backbone.compute_logits(hidden)
+        if self.constrain_audio_tokens:
+            logits = self._mask_to_next_frame_position(logits, streams)
+        tokens = self.sampler(logits, [s.sampling for s in streams], self._stop_ids)
+        return tokens.tolist()
+
+    def accept(self, stream: OrpheusStream, output: int) -> FrameUpdate:
+        stream.token_ids.append(output)
+        stream.sampling.append(output)
+        stream.num_outputs += 1
+        if output in self._stop_ids:
+            return FrameUpdate(finished=True)
+        frame = stream.frames.push(output)
+        if frame is None:
+            return FrameUpdate()
+        stream.num_frames += 1
+        return FrameUpdate(frames=torch.tensor([frame], dtype=torch.long))
+
+    def _mask_to_next_frame_position(
+        self, logits: torch.Tensor, streams: Sequence[OrpheusStream]
+    ) -> torch.Tensor:
+        lay = self.layout
+        positions = torch.tensor([s.frames.position for s in streams], device=logits.device)
+        low = lay.audio_offset + positions * lay.codebook_size
+        cols = torch.arange(logits.shape[1], device=logits.device)
+        allowed = (cols >= low[:, None]) & (cols < (low + lay.codebook_size)[:, None])
+        # Ending is allowed only on a frame boundary, so no half frame is ever left behind.
+        at_boundary = positions == 0
+        allowed[:, lay.end_of_speech] = at_boundary
+        return logits.masked_fill(~allowed, float("-inf"))
+
