@@ -1,0 +1,198 @@
+"""The asyncio face of the engine: submit text, iterate over audio chunks, abort on cancel."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+import uuid
+from queue import Queue
+from typing import AsyncIterator, Callable
+
+from engine.config import EngineConfig
+from engine.core import EngineCore
+from engine.core_loop import CORE_THREAD_NAME, core_process_main, queue_receiver, run_core_guarded
+from engine.errors import EngineDeadError, RequestRejected
+from engine.messages import AbortRequest, AddRequest, CoreFailed, CoreReady, Rejected, Shutdown, StatsUpdate
+from engine.outputs import AudioChunk, EngineStats
+from model.families.base import PromptFrontend
+from model.loader import load_frontend
+from model.sampling import SamplingParams
+
+logger = logging.getLogger("chorus.engine")
+
+
+class EngineClient:
+    """Prepares prompts in this process and talks to the engine core (a child process, or a
+    thread in `inproc` mode). Invariant: each open request has one queue that receives its chunks
+    in order and ends with a finished chunk or an exception; leaving `synthesize` early aborts it.
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.frontend: PromptFrontend = load_frontend(config.model)
+        self.sample_rate = self.frontend.sample_rate
+        self.stats = EngineStats()
+        self._queues: dict[str, asyncio.Queue] = {}
+        self._dead: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = asyncio.Event()
+        self._send_lock = threading.Lock()
+        self._send: Callable[[object], None] | None = None
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> "EngineClient":
+        self._loop = asyncio.get_running_loop()
+        if self.config.mode == "inproc":
+            self._start_thread()
+        else:
+            self._start_process()
+        waiter = asyncio.ensure_future(self._ready.wait())
+        done, _ = await asyncio.wait([waiter], timeout=600)
+        if not done:
+            raise EngineDeadError("the engine core did not become ready within 600 s")
+        if self._dead:
+            raise EngineDeadError(f"engine core failed to start:\n{self._dead}")
+        return self
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._send is not None and not self._dead:
+            self._post(Shutdown())
+        for thread in self._threads:
+            await asyncio.to_thread(thread.join, 10)
+        if self._process is not None:
+            await asyncio.to_thread(self._process.join, 10)
+            if self._process.is_alive():
+                self._process.kill()
+
+    async def __aenter__(self) -> "EngineClient":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @property
+    def is_ready(self) -> bool:
+        return self._ready.is_set() and not self._dead
+
+    @property
+    def core_pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    # ---- requests --------------------------------------------------------------------------
+
+    async def synthesize(
+        self,
+        text: str,
+        voice: str,
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> AsyncIterator[AudioChunk]:
+        """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
+        full queue), VoiceNotFoundError, or EngineDeadError."""
+        prompt = self.frontend.prepare(text, voice)
+        request_id = request_id or uuid.uuid4().hex
+        params = params or self.frontend.default_sampling()
+        if self._dead:
+            raise EngineDeadError(self._dead)
+        if request_id in self._queues:
+            raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
+        queue: asyncio.Queue = asyncio.Queue()
+        self._queues[request_id] = queue
+        self._post(AddRequest(request_id, prompt, params, priority))
+        finished = False
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, Exception):
+                    finished = True
+                    raise item
+                yield item
+                if item.finished:
+                    finished = True
+                    return
+        finally:
+            self._queues.pop(request_id, None)
+            if not finished and not self._dead:
+                self._post(AbortRequest(request_id))
+
+    def abort(self, request_id: str) -> None:
+        self._post(AbortRequest(request_id))
+
+    # ---- transport -------------------------------------------------------------------------
+
+    def _post(self, message: object) -> None:
+        with self._send_lock:
+            self._send(message)
+
+    def _deliver(self, messages: list) -> None:
+        """Runs on the event loop: routes core messages to their request queues."""
+        for message in messages:
+            if isinstance(message, AudioChunk):
+                queue = self._queues.get(message.request_id)
+                if queue is not None:
+                    queue.put_nowait(message)
+            elif isinstance(message, StatsUpdate):
+                self.stats = message.stats
+            elif isinstance(message, Rejected):
+                queue = self._queues.get(message.request_id)
+                if queue is not None:
+                    queue.put_nowait(RequestRejected(message.message, message.code))
+            elif isinstance(message, CoreReady):
+                self.stats = message.stats
+                self._ready.set()
+            elif isinstance(message, CoreFailed):
+                self._dead = message.message
+                for queue in self._queues.values():
+                    queue.put_nowait(EngineDeadError("the engine core stopped; see the server log"))
+                self._ready.set()
+
+    def _deliver_threadsafe(self, messages: list) -> None:
+        assert self._loop is not None
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._deliver, messages)
+
+    def _start_thread(self) -> None:
+        inbox: Queue = Queue()
+        self._send = inbox.put
+        thread = threading.Thread(
+            target=run_core_guarded,
+            args=(lambda: EngineCore(self.config), queue_receiver(inbox), self._deliver_threadsafe),
+            name=CORE_THREAD_NAME,
+            daemon=True,
+        )
+        thread.start()
+        self._threads.append(thread)
+
+    def _start_process(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        self._process = ctx.Process(
+            target=core_process_main, args=(self.config, child), name="chorus-engine-core", daemon=True
+        )
+        self._process.start()
+        child.close()
+        self._send = parent.send
+        reader = threading.Thread(
+            target=self._read_pipe, args=(parent,), name="chorus-engine-reader", daemon=True
+        )
+        reader.start()
+        self._threads.append(reader)
+
+    def _read_pipe(self, conn) -> None:
+        while True:
+            try:
+                messages = conn.recv()
+            except (EOFError, OSError):
+                if not self._dead and not self._closing:
+                    self._deliver_threadsafe([CoreFailed("the engine core process exited")])
+                return
+            self._deliver_threadsafe(messages)
+            if any(isinstance(m, CoreFailed) for m in messages):
+                return

@@ -1,0 +1,193 @@
+"""The engine core: one loop, one step at a time, owning the model, the cache and the codec."""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from engine.config import EngineConfig
+from engine.errors import RequestRejected
+from engine.kv_setup import build_kv_cache
+from engine.model_runner import ModelRunner
+from engine.outputs import AudioChunk, EngineStats
+from engine.request import Request
+from memory.block_hash import hash_full_blocks
+from model.codecs.streaming import StreamingDecoder
+from model.families.base import SpeechFamily, SpeechPrompt
+from model.loader import load_family
+from model.sampling import SamplingParams
+from scheduler.scheduler import QueueFullError, Scheduler
+from scheduler.sequence import Sequence
+
+logger = logging.getLogger("chorus.engine")
+
+
+class EngineCore:
+    """step() = schedule → prepare inputs → forward → sample → append → codec → emit.
+
+    Invariants: every added request produces exactly one finished `AudioChunk`, after all of its
+    audio, in order; an exception raised for one request ends that request only; a finished or
+    aborted request holds no KV blocks.
+    """
+
+    def __init__(self, config: EngineConfig, family: SpeechFamily | None = None) -> None:
+        self.config = config
+        self.family = family or load_family(config.model)
+        self.device = next(self.family.backbone.parameters()).device
+        self.kv_manager, kv_caches = build_kv_cache(self.family, config, self.device)
+        self.scheduler = Scheduler(config.scheduler, self.kv_manager)
+        self.runner = ModelRunner(
+            self.family, kv_caches, config.cache.block_size, self.kv_manager.block_ids, self.device
+        )
+        self.codec = StreamingDecoder(self.family.codec, config.streaming)
+        self.sample_rate = self.family.codec.sample_rate
+        self.requests: dict[str, Request] = {}
+        self._aborted: list[str] = []  # aborted since the last step; each gets one final chunk
+        self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
+
+    # ---- request lifecycle -----------------------------------------------------------------
+
+    def add_request(
+        self, request_id: str, prompt: SpeechPrompt, params: SamplingParams, priority: int = 0
+    ) -> None:
+        """Admits a request or raises RequestRejected; nothing else is affected either way."""
+        if request_id in self.requests:
+            raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
+        prompt_len = len(prompt.token_ids)
+        if prompt_len == 0:
+            raise RequestRejected("the prompt is empty", "invalid_prompt")
+        max_len = min(self.family.max_model_len, self.kv_manager.num_blocks * self.config.cache.block_size)
+        if prompt_len >= max_len:
+            raise RequestRejected(
+                f"the prompt is {prompt_len} tokens; this model accepts at most {max_len - 1} "
+                "(shorten the input or split it)",
+                "context_length_exceeded",
+            )
+        stream = self.family.new_stream(prompt, params)
+        seq = Sequence(
+            request_id=request_id,
+            num_prompt_tokens=prompt_len,
+            priority=priority,
+            prompt_block_hashes=self._prompt_block_hashes(prompt),
+        )
+        try:
+            self.scheduler.add(seq)
+        except QueueFullError as exc:
+            raise RequestRejected(str(exc), "queue_full") from exc
+        max_outputs = min(stream.max_outputs, max_len - prompt_len)
+        self.requests[request_id] = Request(request_id, seq, stream, max_outputs)
+        self.codec.open(request_id)
+
+    def abort_request(self, request_id: str) -> None:
+        """Ends a request now, frees its blocks, drops its pending audio; unknown ids: no-op."""
+        request = self.requests.get(request_id)
+        if request is None or request.finish_reason in ("abort", "error"):
+            return
+        self.scheduler.finish(request_id)
+        self.codec.discard(request_id)
+        request.finish_reason = request.finish_reason or "abort"
+        self._aborted.append(request_id)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.requests)
+
+    # ---- one step --------------------------------------------------------------------------
+
+    def step(self) -> list[AudioChunk]:
+        started = time.perf_counter()
+        sched = self.scheduler.schedule()
+        streams = {c.seq.request_id: self.requests[c.seq.request_id].stream for c in sched.chunks}
+        result = self.runner.execute(sched.chunks, streams)
+        self.scheduler.update_after_step(sched)
+        now = time.monotonic()
+        for chunk in sched.chunks:
+            request = self.requests[chunk.seq.request_id]
+            request.first_scheduled = request.first_scheduled or now
+            self.stats.prompt_tokens_computed += max(
+                0, min(chunk.end, chunk.seq.num_prompt_tokens) - chunk.start
+            )
+        for request_id, exc in result.failures.items():
+            self._fail(request_id, exc)
+        for request_id, output in result.outputs.items():
+            self._accept(self.requests[request_id], output)
+        emitted = self._emit_audio()
+        self._update_stats(time.perf_counter() - started, result.forward_seconds)
+        return emitted
+
+    def _accept(self, request: Request, output) -> None:
+        try:
+            update = self.family.accept(request.stream, output)
+            Scheduler.append_output(request.seq)
+            self.stats.tokens_generated += 1
+            if update.frames is not None:
+                self.codec.push(request.request_id, update.frames)
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not end the step
+            self._fail(request.request_id, exc)
+            return
+        if update.finished:
+            self._finish(request, "stop")
+        elif request.seq.num_output_tokens >= request.max_outputs:
+            self._finish(request, "length")
+
+    def _finish(self, request: Request, reason: str) -> None:
+        request.finish_reason = reason
+        self.scheduler.finish(request.request_id)
+        self.codec.finish(request.request_id)
+
+    def _fail(self, request_id: str, exc: Exception) -> None:
+        logger.warning("request %s failed: %r", request_id, exc, exc_info=exc)
+        request = self.requests[request_id]
+        request.error = f"{type(exc).__name__}: {exc}"
+        self.abort_request(request_id)
+        request.finish_reason = "error"
+
+    def _emit_audio(self) -> list[AudioChunk]:
+        emitted = []
+        ready = self.codec.decode_ready()
+        for request_id, exc in self.codec.take_failures().items():
+            self._fail(request_id, exc)
+        for request_id, chunk in ready.items():
+            request = self.requests[request_id]
+            if len(chunk.pcm) and request.first_audio is None:
+                request.first_audio = time.monotonic()
+            request.samples_emitted += len(chunk.pcm)
+            self.stats.audio_seconds_generated += len(chunk.pcm) / self.sample_rate
+            emitted.append(self._chunk(request, chunk.pcm, chunk.is_last))
+        for request_id in self._aborted:
+            emitted.append(self._chunk(self.requests[request_id], np.zeros(0, np.float32), True))
+        self._aborted.clear()
+        return emitted
+
+    def _chunk(self, request: Request, pcm: np.ndarray, last: bool) -> AudioChunk:
+        if not last:
+            return AudioChunk(request.request_id, pcm, self.sample_rate)
+        del self.requests[request.request_id]
+        reason = request.finish_reason or "stop"
+        self.stats.finished_by_reason[reason] = self.stats.finished_by_reason.get(reason, 0) + 1
+        return AudioChunk(
+            request.request_id,
+            pcm,
+            self.sample_rate,
+            finished=True,
+            finish_reason=reason,
+            error=request.error,
+            metrics=request.metrics(self.sample_rate, time.monotonic()),
+        )
+
+    def _prompt_block_hashes(self, prompt: SpeechPrompt) -> list[int]:
+        if not self.config.cache.enable_prefix_caching:
+            return []
+        return hash_full_blocks(prompt.token_ids, self.config.cache.block_size, extra_key=prompt.cache_salt)
+
+    def _update_stats(self, step_seconds: float, forward_seconds: float) -> None:
+        s = self.stats
+        s.steps += 1
+        s.step_seconds += step_seconds
+        s.forward_seconds += forward_seconds
+        s.num_running = len(self.scheduler.running)
+        s.num_waiting = len(self.scheduler.waiting)
+        s.kv_blocks_used = self.kv_manager.num_used_blocks
+        hits = self.kv_manager.prefix_cache_stats
+        s.prefix_cache_hit_rate = hits.hits / hits.queries if hits.queries else 0.0

@@ -1,0 +1,114 @@
+"""Runs an EngineCore: drains commands, steps while there is work, sends outputs back.
+
+The same loop runs in a thread (in-process mode) or as the main loop of the core process; only
+the `receive` and `send` callables differ.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from queue import Empty, Queue
+from typing import Callable
+
+import torch
+
+from engine.config import EngineConfig
+from engine.core import EngineCore
+from engine.errors import RequestRejected
+from engine.messages import AbortRequest, AddRequest, CoreFailed, CoreReady, Rejected, Shutdown, StatsUpdate
+
+logger = logging.getLogger("chorus.engine")
+
+STATS_INTERVAL_S = 0.25
+CORE_THREAD_NAME = "chorus-engine-core"
+
+Receive = Callable[[float | None], list]
+Send = Callable[[list], None]
+
+
+class CoreLoop:
+    """Blocks only when the core has no work; otherwise steps back to back. Invariant: every
+    command is handled before the next step, so an abort takes effect within one step."""
+
+    def __init__(self, core: EngineCore, receive: Receive, send: Send) -> None:
+        self.core = core
+        self.receive = receive
+        self.send = send
+        self._last_stats = 0.0
+
+    def run(self) -> None:
+        self.send([CoreReady(self.core.sample_rate, self.core.stats)])
+        while True:
+            commands = self.receive(0.0 if self.core.has_work else STATS_INTERVAL_S)
+            replies: list = []
+            for command in commands:
+                if isinstance(command, Shutdown):
+                    return
+                replies.extend(self._handle(command))
+            if self.core.has_work:
+                replies.extend(self.core.step())
+            now = time.monotonic()
+            if now - self._last_stats >= STATS_INTERVAL_S:
+                self._last_stats = now
+                replies.append(StatsUpdate(self.core.stats))
+            if replies:
+                self.send(replies)
+
+    def _handle(self, command) -> list:
+        if isinstance(command, AbortRequest):
+            self.core.abort_request(command.request_id)
+            return []
+        if isinstance(command, AddRequest):
+            try:
+                self.core.add_request(command.request_id, command.prompt, command.params, command.priority)
+            except RequestRejected as exc:
+                return [Rejected(command.request_id, str(exc), exc.code)]
+            return []
+        raise TypeError(f"unknown engine command {command!r}")
+
+
+def run_core_guarded(build_core: Callable[[], EngineCore], receive: Receive, send: Send) -> None:
+    """Runs the loop; a crash is reported to the client instead of dying silently."""
+    try:
+        CoreLoop(build_core(), receive, send).run()
+    except Exception:  # noqa: BLE001 - the client must learn the core is gone, and why
+        logger.exception("engine core failed")
+        send([CoreFailed(traceback.format_exc())])
+
+
+def queue_receiver(inbox: Queue) -> Receive:
+    def receive(timeout: float | None) -> list:
+        try:
+            first = inbox.get(timeout=timeout) if timeout else inbox.get_nowait()
+        except Empty:
+            return []
+        items = [first]
+        while True:
+            try:
+                items.append(inbox.get_nowait())
+            except Empty:
+                return items
+
+    return receive
+
+
+def pipe_receiver(conn: Connection) -> Receive:
+    def receive(timeout: float | None) -> list:
+        items = []
+        while conn.poll(timeout if not items else 0):
+            items.append(conn.recv())
+        return items
+
+    return receive
+
+
+def core_process_main(config: EngineConfig, conn: Connection) -> None:
+    """Entry point of the engine core process."""
+    threading.current_thread().name = CORE_THREAD_NAME
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    run_core_guarded(lambda: EngineCore(config), pipe_receiver(conn), conn.send)

@@ -1,0 +1,72 @@
+"""Sizes the KV pool from the memory that is really left, then allocates it."""
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from engine.config import EngineConfig
+from memory.kv_cache_manager import KVCacheManager
+from memory.kv_tensors import KVLayout, kv_budget_bytes, num_blocks_for_budget
+from model.attention.metadata import AttentionMetadata
+from model.families.base import SpeechFamily
+
+logger = logging.getLogger("chorus.engine")
+
+
+def build_kv_cache(
+    family: SpeechFamily, config: EngineConfig, device: torch.device
+) -> tuple[KVCacheManager, list[torch.Tensor]]:
+    arch = family.backbone.config
+    dtype = next(family.backbone.parameters()).dtype
+    block_size = config.cache.block_size
+    layout = KVLayout(arch.num_hidden_layers, arch.num_key_value_heads, arch.head_dim, block_size, dtype)
+    num_blocks = config.cache.num_blocks
+    if num_blocks is None:
+        peak = profile_peak_step_bytes(family, config, layout, device) if device.type == "cuda" else 0
+        num_blocks = num_blocks_for_budget(layout, kv_budget_bytes(config.cache, device, peak))
+    min_blocks = -(-config.scheduler.max_num_batched_tokens // block_size)
+    if num_blocks < min_blocks:
+        raise ValueError(
+            f"the KV cache fits only {num_blocks} blocks of {block_size} tokens, fewer than one "
+            f"step's {config.scheduler.max_num_batched_tokens} tokens need: give it more memory"
+        )
+    logger.info(
+        "KV cache: %d blocks x %d tokens (%.1f MiB, %d tokens)",
+        num_blocks, block_size, num_blocks * layout.bytes_per_block / 2**20, num_blocks * block_size,
+    )
+    kv_caches = layout.allocate(num_blocks, device)
+    manager = KVCacheManager(num_blocks, block_size, config.cache.enable_prefix_caching)
+    return manager, kv_caches
+
+
+@torch.inference_mode()
+def profile_peak_step_bytes(
+    family: SpeechFamily, config: EngineConfig, layout: KVLayout, device: torch.device
+) -> int:
+    """Peak device memory (weights included) while running one maximum-size step: a prefill of
+    `max_num_batched_tokens` tokens whose logits are taken at `max_num_seqs` rows. The scratch
+    KV cache it needs is not counted: the real pool replaces it."""
+    num_tokens = config.scheduler.max_num_batched_tokens
+    num_blocks = -(-num_tokens // layout.block_size)
+    scratch = layout.allocate(num_blocks, device)
+    scratch_bytes = num_blocks * layout.bytes_per_block
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    meta = AttentionMetadata.build(
+        query_lens=[num_tokens],
+        context_lens=[0],
+        block_tables=[list(range(num_blocks))],
+        block_size=layout.block_size,
+        device=device,
+    )
+    ids = torch.zeros(num_tokens, dtype=torch.long, device=device)
+    hidden = family.backbone.forward(
+        family.backbone.embed_tokens(ids), torch.arange(num_tokens, device=device), scratch, meta
+    )
+    family.backbone.compute_logits(hidden[: config.scheduler.max_num_seqs])
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - scratch_bytes
+    del scratch, hidden
+    torch.cuda.empty_cache()
+    return peak

@@ -1,0 +1,53 @@
+"""Messages between the API process and the engine core (picklable, small)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.outputs import EngineStats
+from model.families.base import SpeechPrompt
+from model.sampling import SamplingParams
+
+
+@dataclass(slots=True)
+class AddRequest:
+    request_id: str
+    prompt: SpeechPrompt
+    params: SamplingParams
+    priority: int = 0
+
+
+@dataclass(slots=True)
+class AbortRequest:
+    request_id: str
+
+
+@dataclass(slots=True)
+class Shutdown:
+    pass
+
+
+@dataclass(slots=True)
+class Rejected:
+    """The core refused a request at admission (see engine.errors.RequestRejected)."""
+
+    request_id: str
+    message: str
+    code: str
+
+
+@dataclass(slots=True)
+class StatsUpdate:
+    stats: EngineStats
+
+
+@dataclass(slots=True)
+class CoreReady:
+    sample_rate: int
+    stats: EngineStats
+
+
+@dataclass(slots=True)
+class CoreFailed:
+    """The core loop died; every open request is lost."""
+
+    message: str

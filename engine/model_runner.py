@@ -1,0 +1,89 @@
+"""Turns a scheduled step into one forward over a flat batch, and its outputs."""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from model.attention.metadata import AttentionMetadata
+from model.families.base import SpeechFamily, StreamState
+from scheduler.output import ScheduledChunk
+
+
+@dataclass(slots=True)
+class StepResult:
+    """Outputs by request id for the chunks that reached their sequence's end; failures by
+    request id for requests whose inputs or outputs raised (the rest of the batch is unaffected)."""
+
+    outputs: dict[str, Any] = field(default_factory=dict)
+    failures: dict[str, Exception] = field(default_factory=dict)
+    forward_seconds: float = 0.0
+
+
+class ModelRunner:
+    """Owns the KV tensors' use: builds positions, slot mappings and block tables for a step and
+    runs the family's embed → backbone → emit. Stateless between steps except for the caches."""
+
+    def __init__(
+        self,
+        family: SpeechFamily,
+        kv_caches: list[torch.Tensor],
+        block_size: int,
+        block_table_of: Callable[[str], list[int]],
+        device: torch.device,
+    ) -> None:
+        self.family = family
+        self.kv_caches = kv_caches
+        self.block_size = block_size
+        self.block_table_of = block_table_of
+        self.device = device
+
+    def execute(self, chunks: Sequence[ScheduledChunk], streams: dict[str, StreamState]) -> StepResult:
+        if not chunks:
+            return StepResult()
+        try:
+            return self._run(chunks, streams)
+        except Exception as exc:  # noqa: BLE001 - isolated below, re-raised per request
+            if len(chunks) == 1:
+                return StepResult(failures={chunks[0].seq.request_id: exc})
+        # NOTE: re-running a chunk alone is safe: it writes the same K/V to the same slots.
+        # This finds the request at fault without failing the others in its batch.
+        result = StepResult()
+        for chunk in chunks:
+            single = self.execute([chunk], streams)
+            result.outputs.update(single.outputs)
+            result.failures.update(single.failures)
+            result.forward_seconds += single.forward_seconds
+        return result
+
+    @torch.inference_mode()
+    def _run(self, chunks: Sequence[ScheduledChunk], streams: dict[str, StreamState]) -> StepResult:
+        spans = [(streams[c.seq.request_id], c.start, c.end) for c in chunks]
+        meta = AttentionMetadata.build(
+            query_lens=[c.num_new_tokens for c in chunks],
+            context_lens=[c.start for c in chunks],
+            block_tables=[self.block_table_of(c.seq.request_id) for c in chunks],
+            block_size=self.block_size,
+            device=self.device,
+        )
+        positions = torch.cat([torch.arange(c.start, c.end) for c in chunks]).to(self.device)
+        embeds = self.family.embed(spans)
+        started = time.perf_counter()
+        hidden = self.family.backbone.forward(embeds, positions, self.kv_caches, meta)
+        if hidden.is_cuda:
+            torch.cuda.synchronize(hidden.device)
+        forward_seconds = time.perf_counter() - started
+        ends = itertools.accumulate(c.num_new_tokens for c in chunks)
+        last_rows = [end - 1 for end, c in zip(ends, chunks) if c.produces_output]
+        emitting = [c for c in chunks if c.produces_output]
+        if not emitting:
+            return StepResult(forward_seconds=forward_seconds)
+        index = torch.tensor(last_rows, device=hidden.device)
+        outputs = self.family.emit(hidden.index_select(0, index), [streams[c.seq.request_id] for c in emitting])
+        return StepResult(
+            outputs={c.seq.request_id: out for c, out in zip(emitting, outputs)},
+            forward_seconds=forward_seconds,
+        )

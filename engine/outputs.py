@@ -1,0 +1,63 @@
+"""What the engine hands back: audio chunks of one request, and engine-wide statistics."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class RequestMetrics:
+    """Per-request timings in seconds, measured by the engine core (monotonic clock)."""
+
+    queue_time: float = 0.0  # arrival → first scheduled
+    time_to_first_audio: float | None = None  # arrival → first PCM chunk leaves the codec
+    total_time: float = 0.0  # arrival → finished
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    audio_seconds: float = 0.0
+    num_preemptions: int = 0
+    invalid_tokens: int = 0
+
+    @property
+    def real_time_factor(self) -> float | None:
+        """Wall time to generate / audio duration (below 1 is faster than real time)."""
+        return self.total_time / self.audio_seconds if self.audio_seconds else None
+
+
+@dataclass(slots=True)
+class AudioChunk:
+    """The next piece of one request's audio. Chunks of a request arrive in order, exactly once;
+    the last has `finished=True` and carries the reason and the request's metrics."""
+
+    request_id: str
+    pcm: np.ndarray  # float32 mono in [-1, 1] at `sample_rate`
+    sample_rate: int
+    finished: bool = False
+    finish_reason: str | None = None  # "stop", "length", "abort", "error"
+    error: str | None = None
+    metrics: RequestMetrics | None = None
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """A snapshot for health checks and Prometheus."""
+
+    ready: bool = False
+    num_running: int = 0
+    num_waiting: int = 0
+    kv_blocks_total: int = 0
+    kv_blocks_used: int = 0
+    prefix_cache_hit_rate: float = 0.0
+    steps: int = 0
+    tokens_generated: int = 0
+    prompt_tokens_computed: int = 0
+    audio_seconds_generated: float = 0.0
+    finished_by_reason: dict[str, int] = field(default_factory=dict)
+    forward_seconds: float = 0.0
+    step_seconds: float = 0.0
+
+    @property
+    def overhead_fraction(self) -> float:
+        """Share of step time spent outside the model forward."""
+        return 1.0 - self.forward_seconds / self.step_seconds if self.step_seconds else 0.0

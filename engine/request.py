@@ -1,0 +1,41 @@
+"""One request inside the engine core: its scheduling view, its family state, its clock."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from engine.outputs import RequestMetrics
+from model.families.base import StreamState
+from scheduler.sequence import Sequence
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """Ties the scheduler's `Sequence` to the family's `StreamState` under one id.
+
+    Invariant: `seq.num_output_tokens == stream.num_outputs` after every step; `finish_reason` is
+    set once, when generation ends, and the request lives on only until its last audio is out.
+    """
+
+    request_id: str
+    seq: Sequence
+    stream: StreamState
+    max_outputs: int
+    arrival: float = field(default_factory=time.monotonic)
+    first_scheduled: float | None = None
+    first_audio: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    samples_emitted: int = 0
+
+    def metrics(self, sample_rate: int, now: float) -> RequestMetrics:
+        return RequestMetrics(
+            queue_time=(self.first_scheduled or now) - self.arrival,
+            time_to_first_audio=None if self.first_audio is None else self.first_audio - self.arrival,
+            total_time=now - self.arrival,
+            prompt_tokens=self.seq.num_prompt_tokens,
+            output_tokens=self.seq.num_output_tokens,
+            audio_seconds=self.samples_emitted / sample_rate,
+            num_preemptions=self.seq.num_preemptions,
+            invalid_tokens=getattr(getattr(self.stream, "frames", None), "num_invalid", 0),
+        )
