@@ -1,0 +1,76 @@
+"""Command-line flags that map one-to-one onto the engine's config dataclasses."""
+from __future__ import annotations
+
+import argparse
+
+from engine.config import EngineConfig
+from memory.config import CacheConfig
+from model.codecs.streaming import StreamingConfig
+from model.config import ModelConfig
+from scheduler.config import SchedulerConfig
+
+
+# NOTE: slots dataclasses keep no class-level defaults, so defaults come from instances.
+_MODEL, _CACHE, _SCHED, _STREAM = ModelConfig(), CacheConfig(), SchedulerConfig(), StreamingConfig()
+
+
+def add_engine_args(parser: argparse.ArgumentParser) -> None:
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default=_MODEL.model, help="model folder or built-in name (tiny-random)")
+    model.add_argument("--codec", default=None, help="SNAC codec folder (default: <model>/codec)")
+    model.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    model.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    model.add_argument("--attention-backend", default="torch")
+    model.add_argument("--max-model-len", type=int, default=None)
+    cache = parser.add_argument_group("KV cache")
+    cache.add_argument("--block-size", type=int, default=_CACHE.block_size)
+    cache.add_argument("--gpu-memory-utilization", type=float, default=_CACHE.gpu_memory_utilization)
+    cache.add_argument("--cpu-kv-cache-mib", type=int, default=_CACHE.cpu_kv_cache_bytes // 2**20)
+    cache.add_argument("--num-kv-blocks", type=int, default=None, help="fix the pool size (overrides profiling)")
+    cache.add_argument("--no-prefix-caching", action="store_true")
+    sched = parser.add_argument_group("scheduler")
+    sched.add_argument("--max-num-seqs", type=int, default=_SCHED.max_num_seqs)
+    sched.add_argument("--max-num-batched-tokens", type=int, default=_SCHED.max_num_batched_tokens)
+    sched.add_argument("--max-prefill-chunk", type=int, default=None)
+    sched.add_argument("--max-waiting", type=int, default=_SCHED.max_waiting)
+    sched.add_argument("--policy", choices=("fcfs", "priority"), default="fcfs")
+    stream = parser.add_argument_group("streaming codec")
+    stream.add_argument("--first-chunk-frames", type=int, default=_STREAM.first_chunk_frames)
+    stream.add_argument("--chunk-frames", type=int, default=_STREAM.chunk_frames)
+    stream.add_argument("--lookahead-frames", type=int, default=_STREAM.lookahead_frames)
+    parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
+    parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
+
+
+def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    return EngineConfig(
+        model=ModelConfig(
+            model=args.model,
+            codec=args.codec,
+            device=args.device,
+            dtype=args.dtype,
+            attention_backend=args.attention_backend,
+            max_model_len=args.max_model_len,
+        ),
+        cache=CacheConfig(
+            block_size=args.block_size,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            cpu_kv_cache_bytes=args.cpu_kv_cache_mib * 2**20,
+            num_blocks=args.num_kv_blocks,
+            enable_prefix_caching=not args.no_prefix_caching,
+        ),
+        scheduler=SchedulerConfig(
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            max_prefill_chunk=args.max_prefill_chunk,
+            policy=args.policy,
+            max_waiting=args.max_waiting,
+        ),
+        streaming=StreamingConfig(
+            first_chunk_frames=args.first_chunk_frames,
+            chunk_frames=args.chunk_frames,
+            lookahead_frames=args.lookahead_frames,
+        ),
+        mode=args.engine_mode,
+        num_threads=args.num_threads,
+    )

@@ -1,0 +1,101 @@
+"""EngineClient in both modes: the core in a thread and in its own process."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import wave
+
+import numpy as np
+import pytest
+
+from engine.client import EngineClient
+from engine.errors import RequestRejected
+from model.families.base import VoiceNotFoundError
+from model.sampling import SamplingParams
+
+from .conftest import engine_config
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def collect(client: EngineClient, text: str, max_tokens: int, seed: int):
+    chunks = []
+    async for chunk in client.synthesize(text, "tara", SamplingParams(seed=seed, max_tokens=max_tokens)):
+        chunks.append(chunk)
+    return chunks
+
+
+@pytest.mark.parametrize("mode", ["inproc", pytest.param("process", marks=pytest.mark.slow)])
+def test_concurrent_requests_stream_in_order_and_finish_once(tiny_model, mode):
+    async def main():
+        async with EngineClient(engine_config(tiny_model, mode=mode)) as client:
+            assert client.is_ready
+            results = await asyncio.gather(*(collect(client, f"hello {i}", 42, i) for i in range(6)))
+            await asyncio.sleep(0.6)  # one stats interval
+            return results, client.stats, client.core_pid
+
+    results, stats, pid = run(main())
+    assert (pid is not None) == (mode == "process") and pid != os.getpid()
+    for chunks in results:
+        assert [c.finished for c in chunks].count(True) == 1 and chunks[-1].finished
+        assert chunks[-1].finish_reason == "length"
+        audio = np.concatenate([c.pcm for c in chunks])
+        assert len(audio) == 6 * 2048  # 42 constrained tokens = 6 frames
+        metrics = chunks[-1].metrics
+        assert metrics.output_tokens == 42
+        assert 0 < metrics.time_to_first_audio <= metrics.total_time
+    assert stats.kv_blocks_used == 0 and stats.tokens_generated >= 6 * 42
+
+
+def test_leaving_the_stream_early_aborts_and_frees_blocks(tiny_model):
+    async def main():
+        async with EngineClient(engine_config(tiny_model)) as client:
+            async for chunk in client.synthesize("long one", "tara", SamplingParams(max_tokens=3000)):
+                if len(chunk.pcm):
+                    break
+            for _ in range(50):
+                await asyncio.sleep(0.05)
+                if client.stats.num_running == 0 and client.stats.kv_blocks_used == 0:
+                    return client.stats
+            return client.stats
+
+    stats = run(main())
+    assert stats.num_running == 0 and stats.kv_blocks_used == 0
+    assert stats.finished_by_reason.get("abort") == 1
+
+
+def test_rejections_reach_the_caller(tiny_model):
+    async def main():
+        async with EngineClient(engine_config(tiny_model, num_blocks=16, max_num_batched_tokens=64)) as client:
+            with pytest.raises(VoiceNotFoundError):
+                await collect_voice(client, "nobody")
+            with pytest.raises(RequestRejected) as info:
+                await collect(client, "x" * 400, 7, 0)  # 16 blocks x 16 = 256 tokens
+            assert info.value.code == "context_length_exceeded"
+            ok = await collect(client, "still fine", 7, 1)
+            assert ok[-1].finish_reason == "length"
+
+    async def collect_voice(client, voice):
+        async for _ in client.synthesize("hi", voice):
+            pass
+
+    run(main())
+
+
+@pytest.mark.slow
+def test_chorus_say_writes_a_wav(tiny_model, tmp_path, chorus_cache):
+    out = tmp_path / "out.wav"
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", "say", "Hello there.", "-o", str(out), "--model", tiny_model,
+         "--max-tokens", "70", "--seed", "3", "--device", "cpu"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "CHORUS_CACHE": str(chorus_cache)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    with wave.open(str(out)) as wav:
+        assert wav.getframerate() == 24000 and wav.getnchannels() == 1 and wav.getsampwidth() == 2
+        assert wav.getnframes() == 10 * 2048
