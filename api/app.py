@@ -1,0 +1,57 @@
+"""The HTTP app: the engine's lifespan, the OpenAI-compatible routes, metrics and the web page."""
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from api import routes_info, routes_speech
+from api.auth import BearerKeyMiddleware
+from api.body_limit import BodySizeLimitMiddleware
+from api.catalog import Catalog
+from api.errors import install_error_handlers
+from api.metrics import ApiMetrics
+from api.settings import ApiSettings, context_length
+from engine.client import EngineClient
+from engine.config import EngineConfig
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> FastAPI:
+    settings = settings or ApiSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        client = EngineClient(config)
+        app.state.engine = client
+        app.state.catalog = Catalog(client.frontend)
+        app.state.metrics = ApiMetrics(lambda: client.stats)
+        await client.start()
+        try:
+            yield
+        finally:
+            await client.close()
+
+    app = FastAPI(title="Chorus", summary="OpenAI-compatible streaming speech synthesis", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.context_tokens = context_length(config)
+    app.state.started_at = int(time.time())
+    install_error_handlers(app)
+    app.include_router(routes_info.router)
+    app.include_router(routes_speech.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def web_page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    # The middleware added last runs first: the size limit guards every route, then auth
+    # checks the key on the protected ones.
+    app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    return app

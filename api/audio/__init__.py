@@ -1,0 +1,1 @@
+"""Audio post-processing in the API process: resampling, tempo, encoding to the wire formats."""

@@ -1,0 +1,27 @@
+"""Model PCM → the bytes of one response: tempo, then resampling, then encoding."""
+from __future__ import annotations
+
+import numpy as np
+
+from api.audio.encoders import make_encoder
+from api.audio.resample import StreamingResampler
+from api.audio.tempo import TempoStretcher
+
+
+class AudioPipeline:
+    """One response's audio path. Invariant: stages see samples in order and are flushed in
+    order on `finish`, so nothing a stage holds back is lost. Not thread-safe: the caller runs
+    one call at a time (possibly on a worker thread)."""
+
+    def __init__(self, response_format: str, source_rate: int, target_rate: int, speed: float) -> None:
+        self._tempo = TempoStretcher(source_rate, speed)
+        self._resampler = StreamingResampler(source_rate, target_rate)
+        self._encoder = make_encoder(response_format, target_rate)
+
+    def process(self, pcm: np.ndarray) -> bytes:
+        return self._encoder.encode(self._resampler.process(self._tempo.process(pcm)))
+
+    def finish(self) -> bytes:
+        resampled = self._resampler.process(self._tempo.flush())
+        tail = self._encoder.encode(np.concatenate([resampled, self._resampler.flush()]))
+        return tail + self._encoder.finish()

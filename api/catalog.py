@@ -1,0 +1,59 @@
+"""What this server offers: the served model under its own name and OpenAI's, and its voices
+under their own names and OpenAI's."""
+from __future__ import annotations
+
+from api.errors import ApiError
+from model.families.base import PromptFrontend
+
+# Model names OpenAI clients send; each means "the served model".
+OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+
+# OpenAI voice → the Orpheus voice of a similar character. For a model without that voice, the
+# OpenAI voice at position i maps to the model's voice i (mod the number of voices).
+OPENAI_VOICE_ALIASES = {
+    "alloy": "tara",
+    "ash": "leo",
+    "ballad": "dan",
+    "coral": "leah",
+    "echo": "zac",
+    "fable": "jess",
+    "onyx": "dan",
+    "nova": "mia",
+    "sage": "zoe",
+    "shimmer": "jess",
+    "verse": "leo",
+}
+
+
+class Catalog:
+    """Resolves requested model and voice names. Invariant: `resolve_voice` returns only voices
+    the frontend can prepare; anything else is a 404 naming the parameter."""
+
+    def __init__(self, frontend: PromptFrontend) -> None:
+        self.model_name = frontend.model_name
+        self.voices = tuple(frontend.voices)
+        self.model_names = (self.model_name, *OPENAI_MODEL_ALIASES)
+        self.voice_aliases = {
+            alias: target if target in self.voices else self.voices[i % len(self.voices)]
+            for i, (alias, target) in enumerate(OPENAI_VOICE_ALIASES.items())
+            if alias not in self.voices
+        }
+
+    def resolve_model(self, name: str) -> str:
+        if name not in self.model_names:
+            raise ApiError(
+                404, f"The model '{name}' does not exist; this server serves '{self.model_name}'",
+                "model_not_found", "model",
+            )
+        return self.model_name
+
+    def resolve_voice(self, name: str) -> str:
+        if name in self.voices:
+            return name
+        if name in self.voice_aliases:
+            return self.voice_aliases[name]
+        raise ApiError(
+            404, f"The voice '{name}' does not exist; available: {', '.join(self.voices)} "
+            f"(and the OpenAI names {', '.join(self.voice_aliases)})",
+            "voice_not_found", "voice",
+        )

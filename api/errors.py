@@ -1,0 +1,80 @@
+"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "server_error",
+}
+
+
+class ApiError(Exception):
+    """An error response: HTTP status, OpenAI error body fields, and extra headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, self.message, self.code, self.param, self.headers)
+
+
+def error_response(
+    status: int, message: str, code: str | None = None, param: str | None = None, headers: dict | None = None
+) -> JSONResponse:
+    body = {"message": message, "type": _TYPES.get(status, "server_error"), "param": param, "code": code}
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _validation_param(loc: tuple) -> str | None:
+    """("body", "voice", "str") → "voice"; a body that is not JSON at all names no parameter."""
+    fields = [str(part) for part in loc[1:] if isinstance(part, str)]
+    return fields[0] if fields and loc and loc[0] == "body" else None
+
+
+async def _on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.count_request("invalid")
+    first = exc.errors()[0]
+    param = _validation_param(tuple(first.get("loc", ())))
+    if first.get("type") == "json_invalid" or param is None:
+        message = f"The request body is not valid JSON: {first.get('msg')}"
+    else:
+        message = f"Invalid value for '{param}': {first.get('msg')}"
+    return error_response(400, message, "invalid_value" if param else "invalid_json", param)
+
+
+async def _on_http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+    return error_response(exc.status_code, str(exc.detail), code, headers=getattr(exc, "headers", None))
+
+
+async def _on_api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return exc.response()
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(HTTPException, _on_http_error)
+    app.add_exception_handler(ApiError, _on_api_error)

@@ -1,0 +1,74 @@
+"""Prometheus metrics: one registry per app, API-side measurements plus the engine's stats."""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from engine.outputs import EngineStats
+
+OUTCOMES = ("completed", "disconnected", "invalid", "rejected", "unavailable", "error")
+
+# Time to first audio spans tens of milliseconds (warm, idle GPU) to many seconds (overload).
+TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
+
+
+class EngineStatsCollector(Collector):
+    """Reads the engine's latest stats snapshot at scrape time, so values never go stale."""
+
+    def __init__(self, read_stats: Callable[[], EngineStats]) -> None:
+        self._read_stats = read_stats
+
+    def collect(self) -> Iterator:
+        stats = self._read_stats()
+        yield GaugeMetricFamily("chorus_streams_running", "Streams being generated", value=stats.num_running)
+        yield GaugeMetricFamily("chorus_streams_waiting", "Streams waiting to start", value=stats.num_waiting)
+        yield GaugeMetricFamily("chorus_kv_blocks_used", "KV cache blocks in use", value=stats.kv_blocks_used)
+        yield GaugeMetricFamily(
+            "chorus_kv_blocks_free", "KV cache blocks free", value=stats.kv_blocks_total - stats.kv_blocks_used
+        )
+        yield GaugeMetricFamily(
+            "chorus_prefix_cache_hit_rate", "Share of prompt tokens served from the prefix cache",
+            value=stats.prefix_cache_hit_rate,
+        )
+        yield CounterMetricFamily("chorus_engine_steps", "Engine steps run", value=stats.steps)
+        yield CounterMetricFamily("chorus_tokens_generated", "Audio tokens generated", value=stats.tokens_generated)
+        yield CounterMetricFamily(
+            "chorus_audio_seconds_generated", "Seconds of audio generated", value=stats.audio_seconds_generated
+        )
+        finished = CounterMetricFamily(
+            "chorus_engine_requests_finished", "Engine requests finished, by reason", labels=["reason"]
+        )
+        for reason, count in sorted(stats.finished_by_reason.items()):
+            finished.add_metric([reason], count)
+        yield finished
+
+
+class ApiMetrics:
+    """The app's registry. Invariant: every speech request is counted exactly once, under one
+    outcome of OUTCOMES."""
+
+    def __init__(self, read_stats: Callable[[], EngineStats]) -> None:
+        self.registry = CollectorRegistry()
+        self.time_to_first_audio = Histogram(
+            "chorus_time_to_first_audio_seconds",
+            "Request arrival to the first audio bytes, measured in the API",
+            buckets=TTFA_BUCKETS,
+            registry=self.registry,
+        )
+        self._requests = Counter(
+            "chorus_requests", "Speech requests by outcome", ["outcome"], registry=self.registry
+        )
+        for outcome in OUTCOMES:
+            self._requests.labels(outcome)
+        self.registry.register(EngineStatsCollector(read_stats))
+
+    def count_request(self, outcome: str) -> None:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}")
+        self._requests.labels(outcome).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

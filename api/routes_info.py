@@ -1,0 +1,52 @@
+"""Read-only routes: health, readiness, models, voices, Prometheus metrics."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+router = APIRouter()
+
+
+@router.get("/health")
+async def health() -> dict:
+    """The process is alive (says nothing about the engine)."""
+    return {"status": "ok"}
+
+
+@router.get("/ready")
+async def ready(request: Request) -> JSONResponse:
+    """The model is loaded and the engine is stepping."""
+    engine = request.app.state.engine
+    if not engine.is_ready:
+        return JSONResponse({"status": "starting"}, status_code=503)
+    return JSONResponse({"status": "ready", "model": engine.frontend.model_name})
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict:
+    """The served model, and the OpenAI names that are aliases of it (`root` says which)."""
+    state = request.app.state
+    catalog = state.catalog
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": state.started_at, "owned_by": "chorus", "root": catalog.model_name}
+            for name in catalog.model_names
+        ],
+    }
+
+
+@router.get("/v1/audio/voices")
+async def list_voices(request: Request) -> dict:
+    """Each model's voices, and the OpenAI voice names that alias them."""
+    catalog = request.app.state.catalog
+    return {
+        "object": "list",
+        "data": [{"model": catalog.model_name, "voices": list(catalog.voices), "aliases": catalog.voice_aliases}],
+    }
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,136 @@
+"""POST /v1/audio/speech: validate, plan, start the engine requests, stream encoded audio."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse
+
+from api import sse
+from api.audio.encoders import MEDIA_TYPES, supported_rates
+from api.audio.pipeline import AudioPipeline
+from api.errors import ApiError
+from api.planning import plan_segments
+from api.schemas import SpeechRequest
+from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from engine.errors import EngineDeadError, RequestRejected
+from model.families.base import VoiceNotFoundError
+
+router = APIRouter()
+
+_ERROR_RESPONSES = {
+    status: {"description": description, "content": {"application/json": {}}}
+    for status, description in {
+        400: "Invalid parameter (the error's `param` names it)",
+        401: "Missing or wrong API key",
+        404: "Unknown model or voice",
+        413: "Request body too large",
+        429: "The engine's waiting queue is full (see Retry-After)",
+        503: "The engine is not ready",
+    }.items()
+}
+_AUDIO_RESPONSE = {
+    200: {
+        "description": "The audio, streamed as it is generated (or server-sent events)",
+        "content": {**{media: {} for media in MEDIA_TYPES.values()}, "text/event-stream": {}},
+    }
+}
+
+
+@router.post("/v1/audio/speech", response_class=StreamingResponse, responses={**_AUDIO_RESPONSE, **_ERROR_RESPONSES})
+async def create_speech(body: SpeechRequest, request: Request):
+    state = request.app.state
+    arrived = time.monotonic()
+    try:
+        synthesis, pipeline = await _start(body, state)
+    except ApiError as exc:
+        state.metrics.count_request(_outcome_of(exc.status))
+        raise
+    audio = _encoded_audio(synthesis, pipeline, state.metrics, arrived)
+    if body.stream_format == "sse":
+        return EventSourceResponse(_events(audio, synthesis), headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(audio, media_type=MEDIA_TYPES[body.response_format], headers={"Cache-Control": "no-cache"})
+
+
+async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioPipeline]:
+    engine = state.engine
+    if not engine.is_ready:
+        raise ApiError(503, "The engine is not ready yet; retry shortly", "engine_not_ready")
+    state.catalog.resolve_model(body.model)
+    voice = state.catalog.resolve_voice(body.voice_name)
+    rate = body.sample_rate or state.settings.default_sample_rate
+    rates = supported_rates(body.response_format)
+    if rates is not None and rate not in rates:
+        raise ApiError(
+            400, f"response_format '{body.response_format}' supports sample_rate {', '.join(map(str, rates))}; "
+            f"got {rate}", "invalid_value", "sample_rate",
+        )
+    segments = plan_segments(body.input, voice, engine.frontend, state.settings, state.context_tokens, body.seed)
+    synthesis = SegmentedSynthesis(engine, segments, voice)
+    try:
+        await synthesis.start()
+    except BaseException as exc:
+        synthesis.close()
+        error = _as_api_error(exc, state.settings.retry_after_seconds)
+        if error is None:
+            raise
+        raise error from exc
+    return synthesis, AudioPipeline(body.response_format, engine.sample_rate, rate, body.speed)
+
+
+def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
+    if isinstance(exc, RequestRejected):
+        if exc.code == "queue_full":
+            return ApiError(429, f"The server is busy: {exc}", "queue_full", headers={"Retry-After": str(retry_after)})
+        return ApiError(400, str(exc), exc.code, "input")
+    if isinstance(exc, VoiceNotFoundError):
+        return ApiError(404, str(exc), "voice_not_found", "voice")
+    if isinstance(exc, EngineDeadError):
+        return ApiError(503, "The engine has stopped; see the server log", "engine_dead")
+    return None
+
+
+def _outcome_of(status: int) -> str:
+    return {429: "rejected", 503: "unavailable"}.get(status, "invalid" if status < 500 else "error")
+
+
+async def _encoded_audio(
+    synthesis: SegmentedSynthesis, pipeline: AudioPipeline, metrics, arrived: float
+) -> AsyncIterator[bytes]:
+    """The response body. Encoding runs on a worker thread so the event loop (and with it every
+    other stream) never waits on a codec."""
+    outcome = "disconnected"
+    first = True
+    try:
+        async for pcm in synthesis.pcm():
+            data = await asyncio.to_thread(pipeline.process, pcm)
+            if data:
+                if first:
+                    metrics.time_to_first_audio.observe(time.monotonic() - arrived)
+                    first = False
+                yield data
+        tail = await asyncio.to_thread(pipeline.finish)
+        if tail:
+            yield tail
+        outcome = "completed"
+    except (SynthesisFailed, EngineDeadError):
+        outcome = "error"
+        raise
+    finally:
+        # NOTE: no await here: after a disconnect the task is being cancelled and any await
+        # would be cancelled again; cancelling the engine requests' tasks is enough to abort them.
+        synthesis.close()
+        metrics.count_request(outcome)
+
+
+async def _events(audio: AsyncIterator[bytes], synthesis: SegmentedSynthesis) -> AsyncIterator[dict]:
+    try:
+        async for data in audio:
+            yield sse.audio_delta(data)
+    except (SynthesisFailed, EngineDeadError) as exc:
+        yield sse.stream_error(str(exc))
+        return
+    yield sse.audio_done(synthesis.usage.as_dict())

@@ -1,0 +1,92 @@
+// Streams /v1/audio/speech as 24 kHz pcm and schedules each piece on the Web Audio clock as it
+// arrives, so playback starts with the first chunk. No build step: plain browser JavaScript.
+"use strict";
+
+const RATE = 24000;
+const $ = (id) => document.getElementById(id);
+
+function headers() {
+  const h = { "Content-Type": "application/json" };
+  if ($("key").value) h.Authorization = "Bearer " + $("key").value;
+  return h;
+}
+
+function body(format) {
+  return JSON.stringify({
+    model: "tts-1", input: $("text").value, voice: $("voice").value,
+    response_format: format, speed: Number($("speed").value) || 1,
+  });
+}
+
+async function loadVoices() {
+  const response = await fetch("/v1/audio/voices", { headers: headers() });
+  if (!response.ok) { $("status").value = "voices: HTTP " + response.status; return; }
+  const select = $("voice");
+  select.replaceChildren();
+  for (const voice of (await response.json()).data[0].voices) select.add(new Option(voice, voice));
+}
+
+// pcm16 little-endian bytes → float samples; an odd trailing byte waits for the next piece.
+class Pcm16Reader {
+  constructor() { this.carry = new Uint8Array(0); }
+  read(bytes) {
+    const all = new Uint8Array(this.carry.length + bytes.length);
+    all.set(this.carry); all.set(bytes, this.carry.length);
+    const even = all.length - (all.length % 2);
+    this.carry = all.slice(even);
+    const view = new DataView(all.buffer, 0, even);
+    const out = new Float32Array(even / 2);
+    for (let i = 0; i < out.length; i++) out[i] = view.getInt16(2 * i, true) / 32768;
+    return out;
+  }
+}
+
+async function play() {
+  const context = new AudioContext({ sampleRate: RATE });
+  await context.resume();
+  const started = performance.now();
+  let playAt = context.currentTime + 0.05, chunks = 0, samples = 0;
+  $("ttfa").value = "–"; $("chunks").value = "0"; $("seconds").value = "0.00"; $("status").value = "requesting";
+  const response = await fetch("/v1/audio/speech", { method: "POST", headers: headers(), body: body("pcm") });
+  if (!response.ok) {
+    const error = await response.json().catch(() => ({}));
+    $("status").value = "error: " + (error.error ? error.error.message : "HTTP " + response.status);
+    return;
+  }
+  const reader = response.body.getReader(), pcm = new Pcm16Reader();
+  $("status").value = "streaming";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const floats = pcm.read(value);
+    if (!floats.length) continue;
+    if (chunks === 0) $("ttfa").value = ((performance.now() - started) / 1000).toFixed(3) + " s";
+    chunks += 1; samples += floats.length;
+    $("chunks").value = String(chunks); $("seconds").value = (samples / RATE).toFixed(2);
+    const buffer = context.createBuffer(1, floats.length, RATE);
+    buffer.copyToChannel(floats, 0);
+    const source = context.createBufferSource();
+    source.buffer = buffer; source.connect(context.destination);
+    playAt = Math.max(playAt, context.currentTime);  // a late piece plays now, not in the past
+    source.start(playAt);
+    playAt += buffer.duration;
+  }
+  $("status").value = "done";
+}
+
+async function download() {
+  const format = $("format").value;
+  $("status").value = "downloading " + format;
+  const response = await fetch("/v1/audio/speech", { method: "POST", headers: headers(), body: body(format) });
+  if (!response.ok) { $("status").value = "error: HTTP " + response.status; return; }
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(await response.blob());
+  link.download = "speech." + format;
+  link.click();
+  $("status").value = "saved speech." + format;
+}
+
+$("play").addEventListener("click", () => play().catch((e) => { $("status").value = "error: " + e; }));
+$("download").addEventListener("click", () => download().catch((e) => { $("status").value = "error: " + e; }));
+$("key").addEventListener("change", loadVoices);
+loadVoices();

@@ -1,0 +1,78 @@
+"""Live Chorus servers for the API tests: uvicorn on a free 127.0.0.1 port, in a thread."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from api.app import create_app
+from api.settings import ApiSettings
+from model.tiny_random import ensure_tiny_random
+from tests.engine.conftest import engine_config
+
+API_KEY = "test-key"
+# Short utterances: "Hello there." gets (0.5 + 12 * 0.05) s ≈ 1.1 s of audio (≈ 13 frames).
+FAST_SETTINGS = dict(audio_seconds_per_char=0.05, min_audio_seconds=0.5)
+
+
+class LiveServer:
+    """A uvicorn server on its own thread and event loop; `url` is its base URL."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        self._thread.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the test server did not become ready")
+
+    def __exit__(self, *exc) -> None:
+        self._server.should_exit = True
+        self._thread.join(30)
+        self._socket.close()
+
+    @property
+    def engine(self):
+        return self.app.state.engine
+
+
+def start_server(
+    api_key: str | None = API_KEY, num_blocks: int = 512, settings: dict | None = None, **scheduler
+) -> LiveServer:
+    config = engine_config(str(ensure_tiny_random()), num_blocks=num_blocks, **scheduler)
+    config.num_threads = 1
+    return LiveServer(create_app(config, ApiSettings(api_key=api_key, **(settings or FAST_SETTINGS))))
+
+
+@pytest.fixture(scope="session")
+def server(chorus_cache):
+    """The shared server (API key on): tests that need other engine limits start their own."""
+    with start_server() as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {API_KEY}"}
+
+
+def speech_body(**overrides) -> dict:
+    body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm", "seed": 7}
+    body.update(overrides)
+    return body
