@@ -79,13 +79,24 @@ class Sampler:
         logits: Tensor,
         states: Sequence[SamplingState],
         stop_token_ids: Sequence[int] = (),
+        candidates: Tensor | None = None,
     ) -> Tensor:
+        """`candidates` [B, C] (token ids), when given, restricts each row to those tokens:
+        penalties apply over the whole vocabulary first, then top-k/top-p and the draw run over
+        the C candidates only, which is what makes constrained decoding cheap on a large vocab."""
         if logits.dim() != 2 or logits.shape[0] != len(states):
             raise ValueError(
                 f"logits must be [batch, vocab] with one row per state; got {tuple(logits.shape)} "
                 f"for {len(states)} states"
             )
         scores = apply_penalties(logits, states, stop_token_ids)
+        if candidates is not None:
+            scores = scores.gather(1, candidates)
+        picked = self._pick(scores, states)
+        return picked if candidates is None else candidates.gather(1, picked[:, None])[:, 0]
+
+    @staticmethod
+    def _pick(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
         greedy = [state.params.greedy for state in states]
         if all(greedy):
             return scores.argmax(dim=-1)
@@ -94,7 +105,7 @@ class Sampler:
         sampled = _exponential_race(probs, states)
         if greedy_tokens is None:
             return sampled
-        return torch.where(torch.tensor(greedy, device=logits.device), greedy_tokens, sampled)
+        return torch.where(torch.tensor(greedy, device=scores.device), greedy_tokens, sampled)
 
 
 def apply_penalties(

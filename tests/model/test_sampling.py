@@ -258,3 +258,21 @@ def test_params_defaults_and_replace():
     assert not params.greedy and params.replace(temperature=0.0).greedy
     with pytest.raises(ValueError, match="top_p"):
         params.replace(top_p=2.0)
+
+
+def test_candidates_restrict_sampling_to_their_tokens_after_penalties():
+    torch.manual_seed(0)
+    vocab, batch = 50, 4
+    logits = torch.randn(batch, vocab)
+    candidates = torch.stack([torch.arange(10 * r, 10 * r + 8) for r in range(batch)])
+    states = [SamplingState(SamplingParams(temperature=0.0, repetition_penalty=3.0), [int(candidates[r, 0])])
+              for r in range(batch)]
+    masked = torch.full_like(logits, float("-inf"))
+    penalized = apply_penalties(logits, states)
+    masked.scatter_(1, candidates, penalized.gather(1, candidates))
+    greedy = Sampler()(logits, states, candidates=candidates)
+    assert torch.equal(greedy, masked.argmax(dim=-1))
+    sampled_states = [SamplingState(SamplingParams(temperature=1.0, top_p=0.9, seed=r)) for r in range(batch)]
+    for _ in range(20):
+        tokens = Sampler()(logits, sampled_states, candidates=candidates)
+        assert all(int(tokens[r]) in candidates[r].tolist() for r in range(batch))

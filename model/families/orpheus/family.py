@@ -65,9 +65,8 @@ class OrpheusFamily(SpeechFamily):
 
     def emit(self, hidden: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
         logits = self.backbone.compute_logits(hidden)
-        if self.constrain_audio_tokens:
-            logits = self._mask_to_next_frame_position(logits, streams)
-        tokens = self.sampler(logits, [s.sampling for s in streams], self._stop_ids)
+        candidates = self._next_frame_candidates(logits, streams) if self.constrain_audio_tokens else None
+        tokens = self.sampler(logits, [s.sampling for s in streams], self._stop_ids, candidates)
         return tokens.tolist()
 
     def accept(self, stream: OrpheusStream, output: int) -> FrameUpdate:
@@ -82,16 +81,16 @@ class OrpheusFamily(SpeechFamily):
         stream.num_frames += 1
         return FrameUpdate(frames=torch.tensor([frame], dtype=torch.long))
 
-    def _mask_to_next_frame_position(
+    def _next_frame_candidates(
         self, logits: torch.Tensor, streams: Sequence[OrpheusStream]
     ) -> torch.Tensor:
+        """[B, codebook_size + 1] token ids: the audio tokens valid at each stream's next frame
+        position, then end_of_speech. Ending is allowed only on a frame boundary (so no half frame
+        is left behind): elsewhere the end_of_speech logit is set to -inf, in place."""
         lay = self.layout
         positions = torch.tensor([s.frames.position for s in streams], device=logits.device)
         low = lay.audio_offset + positions * lay.codebook_size
-        cols = torch.arange(logits.shape[1], device=logits.device)
-        allowed = (cols >= low[:, None]) & (cols < (low + lay.codebook_size)[:, None])
-        # Ending is allowed only on a frame boundary, so no half frame is ever left behind.
-        at_boundary = positions == 0
-        allowed[:, lay.end_of_speech] = at_boundary
-        return logits.masked_fill(~allowed, float("-inf"))
-
+        audio = low[:, None] + torch.arange(lay.codebook_size, device=logits.device)
+        logits[:, lay.end_of_speech].masked_fill_(positions != 0, float("-inf"))
+        end = torch.full_like(low, lay.end_of_speech)[:, None]
+        return torch.cat([audio, end], dim=1)
