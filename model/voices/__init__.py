@@ -1,0 +1,1 @@
+"""Built-in voices: teacher pipelines and codecs of the voices Chorus ships."""
