@@ -2,8 +2,14 @@ from __future__ import annotations
 
 import os
 
-import pytest
 import torch
+
+# NOTE: must happen before anything imports triton (transformers does, during collection): with
+# no GPU, Triton kernels run in its interpreter, which is how their tests run on CPU machines.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
 
 
 def pytest_configure(config):

@@ -12,6 +12,7 @@ from model.attention.metadata import AttentionMetadata
 # importable on a machine that only asks for the reference one.
 _BACKENDS: dict[str, tuple[str, str]] = {
     "torch": ("model.attention.torch_ref", "TorchReferenceBackend"),
+    "triton": ("model.attention.triton_backend", "TritonBackend"),
 }
 
 
@@ -25,6 +26,9 @@ class AttentionBackend(ABC):
     """
 
     name: str
+    # True when forward reads only the tensors of its metadata (never its python lists or maxima) and allocates
+    # nothing whose shape depends on them, so a decode step can be captured once and replayed as a CUDA graph.
+    supports_cuda_graphs: bool = False
 
     @abstractmethod
     def forward(
