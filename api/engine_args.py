@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from engine.config import EngineConfig
+from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
 from model.codecs.streaming import StreamingConfig
 from model.config import ModelConfig
@@ -20,7 +21,7 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--codec", default=None, help="SNAC codec folder (default: <model>/codec)")
     model.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     model.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
-    model.add_argument("--attention-backend", default="torch")
+    model.add_argument("--attention-backend", default="auto", help="auto, torch or triton")
     model.add_argument("--max-model-len", type=int, default=None)
     cache = parser.add_argument_group("KV cache")
     cache.add_argument("--block-size", type=int, default=_CACHE.block_size)
@@ -38,6 +39,7 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     stream.add_argument("--first-chunk-frames", type=int, default=_STREAM.first_chunk_frames)
     stream.add_argument("--chunk-frames", type=int, default=_STREAM.chunk_frames)
     stream.add_argument("--lookahead-frames", type=int, default=_STREAM.lookahead_frames)
+    parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
 
@@ -71,6 +73,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             chunk_frames=args.chunk_frames,
             lookahead_frames=args.lookahead_frames,
         ),
+        gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs),
         mode=args.engine_mode,
         num_threads=args.num_threads,
     )

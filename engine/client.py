@@ -177,6 +177,8 @@ class EngineClient:
             target=core_process_main, args=(self.config, child), name="chorus-engine-core", daemon=True
         )
         self._process.start()
+        # Logged so `py-spy dump --pid` / `py-spy record --pid` can find the core directly.
+        logger.info("engine core process started: pid %d", self._process.pid)
         child.close()
         self._send = parent.send
         reader = threading.Thread(

@@ -1,9 +1,11 @@
 """The engine's configuration: one dataclass per concern, gathered in one place."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
 from model.codecs.streaming import StreamingConfig
 from model.config import ModelConfig
@@ -20,9 +22,17 @@ class EngineConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     streaming: StreamingConfig = field(default_factory=StreamingConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
     mode: Literal["process", "inproc"] = "process"
-    # Torch intra-op threads for the core (None: torch's default).
+    # Torch intra-op threads of the core process. None: on the CPU, half the cores (the API
+    # process needs the rest to encode audio, and oversubscribed OpenMP threads spin against each
+    # other: measured 15x slower steps on a busy 2-core machine); on a GPU, torch's default.
     num_threads: int | None = None
+
+    def core_threads(self) -> int | None:
+        if self.num_threads is not None or self.model.torch_device.type != "cpu":
+            return self.num_threads
+        return max(1, (os.cpu_count() or 2) // 2)
 
     def __post_init__(self) -> None:
         if self.mode not in ("process", "inproc"):

@@ -6,7 +6,9 @@ import time
 
 import numpy as np
 
+from engine.codec_overlap import CodecOverlap, codec_runner_for
 from engine.config import EngineConfig
+from engine.cuda_graphs import attach_decode_graphs
 from engine.errors import RequestRejected
 from engine.kv_setup import build_kv_cache
 from engine.model_runner import ModelRunner
@@ -40,7 +42,11 @@ class EngineCore:
         self.runner = ModelRunner(
             self.family, kv_caches, config.cache.block_size, self.kv_manager.block_ids, self.device
         )
+        attach_decode_graphs(
+            self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
+        )
         self.codec = StreamingDecoder(self.family.codec, config.streaming)
+        self.codec_overlap = CodecOverlap(self.codec, codec_runner_for(self.device, config.gpu))
         self.sample_rate = self.family.codec.sample_rate
         self.requests: dict[str, Request] = {}
         self._aborted: list[str] = []  # aborted since the last step; each gets one final chunk
@@ -145,7 +151,9 @@ class EngineCore:
 
     def _emit_audio(self) -> list[AudioChunk]:
         emitted = []
-        ready = self.codec.decode_ready()
+        started = time.perf_counter()
+        ready = self.codec_overlap.step()
+        self.stats.codec_seconds += time.perf_counter() - started
         for request_id, exc in self.codec.take_failures().items():
             self._fail(request_id, exc)
         for request_id, chunk in ready.items():

@@ -109,6 +109,7 @@ def core_process_main(config: EngineConfig, conn: Connection) -> None:
     """Entry point of the engine core process."""
     threading.current_thread().name = CORE_THREAD_NAME
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
+    threads = config.core_threads()
+    if threads:
+        torch.set_num_threads(threads)
     run_core_guarded(lambda: EngineCore(config), pipe_receiver(conn), conn.send)

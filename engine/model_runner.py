@@ -4,13 +4,16 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
 from model.attention.metadata import AttentionMetadata
 from model.families.base import SpeechFamily, StreamState
 from scheduler.output import ScheduledChunk
+
+if TYPE_CHECKING:
+    from engine.cuda_graphs import DecodeGraphs
 
 
 @dataclass(slots=True)
@@ -25,7 +28,9 @@ class StepResult:
 
 class ModelRunner:
     """Owns the KV tensors' use: builds positions, slot mappings and block tables for a step and
-    runs the family's embed → backbone → emit. Stateless between steps except for the caches."""
+    runs the family's embed → backbone → head → emit. Stateless between steps except for the caches.
+    With `decode_graphs` set (CUDA only, see engine/cuda_graphs.py), decode-only steps replay a
+    captured graph instead of running the backbone eagerly; every other step runs eagerly."""
 
     def __init__(
         self,
@@ -40,6 +45,7 @@ class ModelRunner:
         self.block_size = block_size
         self.block_table_of = block_table_of
         self.device = device
+        self.decode_graphs: DecodeGraphs | None = None
 
     def execute(self, chunks: Sequence[ScheduledChunk], streams: dict[str, StreamState]) -> StepResult:
         if not chunks:
@@ -71,18 +77,23 @@ class ModelRunner:
         )
         positions = torch.cat([torch.arange(c.start, c.end) for c in chunks]).to(self.device)
         embeds = self.family.embed(spans)
-        started = time.perf_counter()
-        hidden = self.family.backbone.forward(embeds, positions, self.kv_caches, meta)
-        if hidden.is_cuda:
-            torch.cuda.synchronize(hidden.device)
-        forward_seconds = time.perf_counter() - started
         ends = itertools.accumulate(c.num_new_tokens for c in chunks)
         last_rows = [end - 1 for end, c in zip(ends, chunks) if c.produces_output]
         emitting = [c for c in chunks if c.produces_output]
-        if not emitting:
+        started = time.perf_counter()
+        if self.decode_graphs is not None and self.decode_graphs.can_run(meta):
+            hidden = self.decode_graphs.run(embeds, positions, meta)
+        else:
+            hidden = self.family.backbone.forward(embeds, positions, self.kv_caches, meta)
+        head_out = None
+        if emitting:
+            head_out = self.family.head(hidden.index_select(0, torch.tensor(last_rows, device=hidden.device)))
+        if hidden.is_cuda:
+            torch.cuda.synchronize(hidden.device)
+        forward_seconds = time.perf_counter() - started
+        if head_out is None:
             return StepResult(forward_seconds=forward_seconds)
-        index = torch.tensor(last_rows, device=hidden.device)
-        outputs = self.family.emit(hidden.index_select(0, index), [streams[c.seq.request_id] for c in emitting])
+        outputs = self.family.emit(head_out, [streams[c.seq.request_id] for c in emitting])
         return StepResult(
             outputs={c.seq.request_id: out for c, out in zip(emitting, outputs)},
             forward_seconds=forward_seconds,

@@ -54,10 +54,21 @@ class EngineStats:
     prompt_tokens_computed: int = 0
     audio_seconds_generated: float = 0.0
     finished_by_reason: dict[str, int] = field(default_factory=dict)
+    # Summed over steps: the model forward (backbone + output head), the codec's window decodes,
+    # and whole steps. What is left is the engine's own work: scheduling, input preparation,
+    # sampling and bookkeeping.
     forward_seconds: float = 0.0
+    codec_seconds: float = 0.0
     step_seconds: float = 0.0
 
     @property
     def overhead_fraction(self) -> float:
-        """Share of step time spent outside the model forward."""
+        """Share of step time outside the model forward (the codec's decoding counts as overhead)."""
         return 1.0 - self.forward_seconds / self.step_seconds if self.step_seconds else 0.0
+
+    @property
+    def engine_overhead_fraction(self) -> float:
+        """Share of step time outside both networks (LM forward and codec decode)."""
+        if not self.step_seconds:
+            return 0.0
+        return 1.0 - (self.forward_seconds + self.codec_seconds) / self.step_seconds

@@ -1,6 +1,7 @@
 """Which model to load and how to run it."""
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +18,8 @@ class ModelConfig:
     codec: str | None = None
     device: str = "auto"
     dtype: str = "auto"
-    attention_backend: str = "torch"
+    # "auto": the Triton kernels on CUDA when triton is installed, the PyTorch reference otherwise.
+    attention_backend: str = "auto"
     # Longest prompt + output a request may use; None = the checkpoint's maximum, capped at 8192.
     max_model_len: int | None = None
     constrain_audio_tokens: bool = True
@@ -38,6 +40,14 @@ class ModelConfig:
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
+
+    @property
+    def resolved_attention_backend(self) -> str:
+        if self.attention_backend != "auto":
+            return self.attention_backend
+        if self.torch_device.type == "cuda" and importlib.util.find_spec("triton") is not None:
+            return "triton"
+        return "torch"
 
     @property
     def torch_dtype(self) -> torch.dtype:

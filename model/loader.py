@@ -65,7 +65,7 @@ def load_family(config: ModelConfig) -> SpeechFamily:
     path = resolve_model_path(config.model)
     section = read_chorus_section(path)
     device, dtype = config.torch_device, config.torch_dtype
-    backbone = load_llama(path, get_attention_backend(config.attention_backend), dtype, device)
+    backbone = load_llama(path, get_attention_backend(config.resolved_attention_backend), dtype, device)
     snac = SnacDecoder.from_pretrained(resolve_codec_path(path, config.codec), device=device)
     snac.noise = config.codec_noise
     max_len = config.max_model_len or min(

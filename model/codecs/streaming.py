@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Hashable, Protocol
 
 import numpy as np
 import torch
@@ -82,6 +82,46 @@ class _Window:
     is_last: bool
 
 
+class CodecRunner(Protocol):
+    """Runs the codec's batched decode and brings its audio to the host; a runner with a device
+    stream returns before the audio exists and `to_host` waits for it."""
+
+    def decode(self, codec: FrameCodec, batch: Tensor) -> Tensor: ...
+
+    def to_host(self, audio: Tensor) -> np.ndarray: ...
+
+
+class _SyncRunner:
+    """Decodes on the caller's stream; the audio exists when `decode` returns."""
+
+    def decode(self, codec: FrameCodec, batch: Tensor) -> Tensor:
+        return codec.decode(batch)
+
+    def to_host(self, audio: Tensor) -> np.ndarray:
+        return audio.float().cpu().numpy()
+
+
+_SYNC_RUNNER = _SyncRunner()
+
+
+@dataclass(slots=True)
+class PendingAudio:
+    """Windows launched together: `groups` pair windows with their batched audio (or, after a
+    failed batch, one tensor or None per window); `owners` holds each window's stream object."""
+
+    empty: list[_Window]
+    groups: list[tuple[list[_Window], Tensor | list[Tensor | None]]]
+    owners: dict[Hashable, _Stream]
+    runner: CodecRunner
+
+
+def _rows(runner: CodecRunner, audio: Tensor | list[Tensor | None]) -> list[np.ndarray | None]:
+    """One array of samples (or None) per window from a group's audio."""
+    if isinstance(audio, Tensor):
+        return list(runner.to_host(audio))
+    return [None if a is None else runner.to_host(a)[0] for a in audio]
+
+
 class StreamingDecoder:
     """Per stream: frames pushed in order; audio emitted in order exactly once; the
     concatenation of a stream's chunks has exactly n_frames * samples_per_frame samples."""
@@ -129,22 +169,42 @@ class StreamingDecoder:
         self._streams.pop(stream_id, None)
 
     def decode_ready(self) -> dict[Hashable, StreamChunk]:
-        chunks: dict[Hashable, StreamChunk] = {}
+        return self.collect(self.launch())
+
+    def launch(self, runner: CodecRunner | None = None) -> PendingAudio:
+        """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
+        stream state only moves in `collect`, so launch again only after collecting this one."""
+        runner = runner or _SYNC_RUNNER
+        empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
         planned = (self._plan(stream_id, stream) for stream_id, stream in self._streams.items())
         for window in [w for w in planned if w is not None]:
             if window.start == window.end:
-                chunks[window.stream_id] = self._emit(window, np.zeros(0, np.float32))
+                empty.append(window)
             else:
                 by_length[window.stop - window.first].append(window)
+        groups = []
         for windows in by_length.values():
             try:
-                audio = self._decode(windows)
+                audio = runner.decode(self.codec, self._batch(windows))
             except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
-                audio = self._decode_one_by_one(windows)
-            for window, samples in zip(windows, audio):
-                if samples is not None:
-                    chunks[window.stream_id] = self._emit(window, samples)
+                audio = self._decode_one_by_one(windows, runner)
+            groups.append((windows, audio))
+        owners = {w.stream_id: self._streams[w.stream_id] for w in empty}
+        owners.update({w.stream_id: self._streams[w.stream_id] for ws, _ in groups for w in ws})
+        return PendingAudio(empty, groups, owners, runner)
+
+    def collect(self, pending: PendingAudio) -> dict[Hashable, StreamChunk]:
+        """Waits for `pending`'s audio and emits it, skipping streams closed since its launch."""
+        chunks: dict[Hashable, StreamChunk] = {}
+        for window in pending.empty:
+            if self._owns(pending, window):
+                chunks[window.stream_id] = self._emit(window, np.zeros(0, np.float32))
+        for windows, audio in pending.groups:
+            samples = _rows(pending.runner, audio)
+            for window, rows in zip(windows, samples):
+                if rows is not None and self._owns(pending, window):
+                    chunks[window.stream_id] = self._emit(window, rows)
         return chunks
 
     def take_failures(self) -> dict[Hashable, Exception]:
@@ -152,15 +212,19 @@ class StreamingDecoder:
         failures, self._failures = self._failures, {}
         return failures
 
-    def _decode(self, windows: list[_Window]) -> np.ndarray:
-        batch = torch.stack([self._window_frames(w) for w in windows])
-        return self.codec.decode(batch).float().cpu().numpy()
+    def _owns(self, pending: PendingAudio, window: _Window) -> bool:
+        # NOTE: an id may be discarded and reopened while its audio is in flight; identity, not
+        # the id, says whether the window still belongs to the open stream.
+        return self._streams.get(window.stream_id) is pending.owners[window.stream_id]
 
-    def _decode_one_by_one(self, windows: list[_Window]) -> list[np.ndarray | None]:
-        audio: list[np.ndarray | None] = []
+    def _batch(self, windows: list[_Window]) -> Tensor:
+        return torch.stack([self._window_frames(w) for w in windows])
+
+    def _decode_one_by_one(self, windows: list[_Window], runner: CodecRunner) -> list[Tensor | None]:
+        audio: list[Tensor | None] = []
         for window in windows:
             try:
-                audio.append(self._decode([window])[0])
+                audio.append(runner.decode(self.codec, self._batch([window])))
             except Exception as exc:  # noqa: BLE001 - reported through take_failures
                 self._failures[window.stream_id] = exc
                 self._streams.pop(window.stream_id, None)

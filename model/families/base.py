@@ -1,8 +1,8 @@
 """What a model family must provide so the engine can serve it without special cases.
 
 A family answers four questions for the engine: how a request's positions become input
-embeddings (`embed`), what a step emits at a sequence's last position (`emit`: a sampled token,
-or a continuous frame), how an emitted output turns into audio frames and when the stream ends
+embeddings (`embed`), what a step emits at a sequence's last position (`head`, then `emit`: a
+sampled token, or a continuous frame), how an emitted output turns into audio frames and when the stream ends
 (`accept`), and which codec turns frames into PCM. Prompt preparation (text → `SpeechPrompt`)
 lives in a separate `PromptFrontend` so the API process can run it without the weights.
 """
@@ -79,9 +79,15 @@ class SpeechFamily(ABC):
     def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> torch.Tensor:
         """Input embeddings [sum(end - start), hidden] for positions start..end-1 of each stream."""
 
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The model's output layer on the hidden states [B, hidden] of the streams that emit this
+        step: logits by default; a continuous family returns its frames here. Counted as model
+        forward time, unlike `emit`."""
+        return self.backbone.compute_logits(hidden)
+
     @abstractmethod
-    def emit(self, hidden: torch.Tensor, streams: Sequence[StreamState]) -> list[Any]:
-        """One output per stream from the hidden state [B, hidden] at its last computed position."""
+    def emit(self, head_out: torch.Tensor, streams: Sequence[StreamState]) -> list[Any]:
+        """One output per stream from `head`'s result: a sampled token, or a frame."""
 
     @abstractmethod
     def accept(self, stream: StreamState, output: Any) -> FrameUpdate:

@@ -87,8 +87,11 @@ class ToyLatentFamily(SpeechFamily):
         return torch.stack(rows)
 
     @torch.inference_mode()
-    def emit(self, hidden: torch.Tensor, streams: Sequence[StreamState]) -> list[torch.Tensor]:
-        return list(self.frame_out(hidden))
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.frame_out(hidden)
+
+    def emit(self, frames: torch.Tensor, streams: Sequence[StreamState]) -> list[torch.Tensor]:
+        return list(frames)
 
     def accept(self, stream: LatentStream, output: torch.Tensor) -> FrameUpdate:
         stream.outputs.append(output)

@@ -63,8 +63,7 @@ class OrpheusFamily(SpeechFamily):
         ids = [tok for stream, start, end in spans for tok in stream.token_ids[start:end]]
         return self.backbone.embed_tokens(torch.tensor(ids, dtype=torch.long, device=self._device))
 
-    def emit(self, hidden: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
-        logits = self.backbone.compute_logits(hidden)
+    def emit(self, logits: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
         candidates = self._next_frame_candidates(logits, streams) if self.constrain_audio_tokens else None
         tokens = self.sampler(logits, [s.sampling for s in streams], self._stop_ids, candidates)
         return tokens.tolist()

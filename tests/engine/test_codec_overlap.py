@@ -1,0 +1,150 @@
+"""Codec overlap: deferring each step's audio by one step (as the CUDA side stream does) changes
+when chunks arrive, never which chunks a stream gets; without a runner nothing is deferred."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor
+
+from engine.codec_overlap import CodecOverlap, CudaStreamRunner, codec_runner_for
+from engine.gpu_config import GpuConfig
+from model.codecs.base import FrameCodec
+from model.codecs.streaming import StreamingConfig, StreamingDecoder
+from model.sampling import SamplingParams
+from tests.engine.conftest import drain
+
+
+class NeighbourCodec(FrameCodec):
+    """Non-causal: frame i's samples ramp from its own value towards frame i+1's (0 past the end)."""
+
+    sample_rate = 8000
+    samples_per_frame = 8
+    frame_shape = (2,)
+    frame_dtype = torch.float32
+
+    def decode(self, frames: Tensor) -> Tensor:
+        value = frames.sum(-1)
+        following = torch.cat([value[:, 1:], torch.zeros_like(value[:, :1])], dim=1)
+        ramp = torch.linspace(0, 1, self.samples_per_frame)
+        audio = value[..., None] * (1 - ramp) + following[..., None] * ramp
+        return audio.flatten(1)
+
+
+class HostRunner:
+    """A runner without a device stream: the deferral logic of the CUDA path, run on the CPU."""
+
+    def __init__(self) -> None:
+        self.decodes = 0
+
+    def decode(self, codec: FrameCodec, batch: Tensor) -> Tensor:
+        self.decodes += 1
+        return codec.decode(batch)
+
+    def to_host(self, audio: Tensor) -> np.ndarray:
+        return audio.float().cpu().numpy()
+
+
+def run_rounds(overlap: CodecOverlap, lengths: dict[str, int], rounds: int) -> dict[str, list]:
+    """Pushes one frame per round to every stream until its length, finishes it, then steps
+    until every stream's last chunk is out; returns (round, frame_start, frame_end, pcm) per stream."""
+    decoder = overlap.decoder
+    generator = torch.Generator().manual_seed(0)
+    frames = {sid: torch.randn(n, 2, generator=generator) for sid, n in lengths.items()}
+    for sid in lengths:
+        decoder.open(sid)
+    got: dict[str, list] = {sid: [] for sid in lengths}
+    for step in range(rounds):
+        for sid, n in lengths.items():
+            if step < n:
+                decoder.push(sid, frames[sid][step : step + 1])
+            elif step == n:
+                decoder.finish(sid)
+        for sid, chunk in overlap.step().items():
+            got[sid].append((step, chunk.frame_start, chunk.frame_end, chunk.pcm, chunk.is_last))
+    return got
+
+
+LENGTHS = {"a": 3, "b": 11, "c": 17, "d": 1}
+CONFIG = StreamingConfig(first_chunk_frames=1, chunk_frames=3, left_context_frames=2,
+                         lookahead_frames=1, crossfade_samples=4)
+
+
+def test_deferred_audio_is_the_same_chunks_one_step_later():
+    direct = run_rounds(CodecOverlap(StreamingDecoder(NeighbourCodec(), CONFIG), None), LENGTHS, 25)
+    runner = HostRunner()
+    deferred = run_rounds(CodecOverlap(StreamingDecoder(NeighbourCodec(), CONFIG), runner), LENGTHS, 25)
+    assert runner.decodes > 0
+    for sid in LENGTHS:
+        assert len(direct[sid]) == len(deferred[sid]) >= min(LENGTHS[sid], 2)
+        assert direct[sid][-1][4] and deferred[sid][-1][4]
+        for (s0, a0, b0, pcm0, last0), (s1, a1, b1, pcm1, last1) in zip(direct[sid], deferred[sid]):
+            assert (s1, a1, b1, last1) == (s0 + 1, a0, b0, last0)
+            np.testing.assert_array_equal(pcm0, pcm1)
+        audio = np.concatenate([c[3] for c in deferred[sid]])
+        assert len(audio) == LENGTHS[sid] * NeighbourCodec.samples_per_frame
+
+
+def test_stream_reopened_while_its_audio_is_in_flight_gets_none_of_it():
+    decoder = StreamingDecoder(NeighbourCodec(), CONFIG)
+    overlap = CodecOverlap(decoder, HostRunner())
+    decoder.open("s")
+    decoder.push("s", torch.ones(2, 2))
+    assert overlap.step() == {}  # the first window is launched, not yet collected
+    decoder.discard("s")
+    decoder.open("s")
+    assert overlap.step() == {}
+    decoder.push("s", torch.full((2, 2), 3.0))
+    overlap.step()
+    chunk = overlap.step()["s"]
+    assert (chunk.frame_start, chunk.frame_end) == (0, 1)
+    np.testing.assert_allclose(chunk.pcm[:4], 6.0)
+
+
+def test_cpu_and_disabled_overlap_decode_within_the_step():
+    assert codec_runner_for(torch.device("cpu"), GpuConfig()) is None
+    assert codec_runner_for(torch.device("cuda"), GpuConfig(overlap_codec=False)) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_side_stream_gives_the_same_chunks_as_the_host():
+    class CudaNeighbourCodec(NeighbourCodec):
+        def decode(self, frames: Tensor) -> Tensor:
+            return super().decode(frames.cuda()).to(frames.device)
+
+    host = run_rounds(CodecOverlap(StreamingDecoder(NeighbourCodec(), CONFIG), HostRunner()), LENGTHS, 25)
+    runner = CudaStreamRunner(torch.device("cuda"))
+    cuda = run_rounds(CodecOverlap(StreamingDecoder(CudaNeighbourCodec(), CONFIG), runner), LENGTHS, 25)
+    for sid in LENGTHS:
+        assert [c[:3] for c in host[sid]] == [c[:3] for c in cuda[sid]]
+        for a, b in zip(host[sid], cuda[sid]):
+            np.testing.assert_allclose(a[3], b[3], atol=1e-6)
+
+
+def test_engine_with_deferred_codec_emits_the_same_audio(make_core, tiny_frontend):
+    def run(deferred: bool, abort: str | None = None) -> dict[str, list]:
+        core = make_core(num_blocks=64, max_num_seqs=4)
+        if deferred:
+            core.codec_overlap = CodecOverlap(core.codec, HostRunner())
+        for i in range(3):
+            params = SamplingParams(temperature=0.8, top_p=0.95, seed=i, max_tokens=7 * (2 + i))
+            core.add_request(f"r{i}", tiny_frontend.prepare(f"voice {i}", "tara"), params)
+        if abort:
+            for _ in range(4):
+                core.step()
+            core.abort_request(abort)
+        chunks = drain(core)
+        assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+        return chunks
+
+    direct, deferred = run(False), run(True)
+    assert sorted(direct) == sorted(deferred) == ["r0", "r1", "r2"]
+    for rid in direct:
+        assert [c.finished for c in deferred[rid]].count(True) == 1 and deferred[rid][-1].finished
+        assert deferred[rid][-1].finish_reason == direct[rid][-1].finish_reason
+        np.testing.assert_array_equal(
+            np.concatenate([c.pcm for c in direct[rid]]), np.concatenate([c.pcm for c in deferred[rid]])
+        )
+    aborted = run(True, abort="r2")
+    assert aborted["r2"][-1].finish_reason == "abort"
+    assert [c.finished for c in aborted["r2"]].count(True) == 1
