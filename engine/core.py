@@ -42,6 +42,10 @@ class EngineCore:
         self.runner = ModelRunner(
             self.family, kv_caches, config.cache.block_size, self.kv_manager.block_ids, self.device
         )
+        if config.gpu.fused_ops and self.device.type == "cuda":
+            from model.llama.fused import fuse_decoder_layers  # NOTE: imports triton, absent on some CPU installs
+
+            fuse_decoder_layers(self.family.backbone.layers)
         attach_decode_graphs(
             self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
         )

@@ -7,7 +7,7 @@ import torch
 
 from engine.config import EngineConfig
 from memory.kv_cache_manager import KVCacheManager
-from memory.kv_tensors import KVLayout, kv_budget_bytes, num_blocks_for_budget
+from memory.kv_tensors import KVLayout, kv_budget_bytes, kv_cache_dtype, num_blocks_for_budget
 from model.attention.metadata import AttentionMetadata
 from model.families.base import SpeechFamily
 
@@ -18,7 +18,7 @@ def build_kv_cache(
     family: SpeechFamily, config: EngineConfig, device: torch.device
 ) -> tuple[KVCacheManager, list[torch.Tensor]]:
     arch = family.backbone.config
-    dtype = next(family.backbone.parameters()).dtype
+    dtype = kv_cache_dtype(config.cache, next(family.backbone.parameters()).dtype)
     block_size = config.cache.block_size
     layout = KVLayout(arch.num_hidden_layers, arch.num_key_value_heads, arch.head_dim, block_size, dtype)
     num_blocks = config.cache.num_blocks

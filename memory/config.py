@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(slots=True)
@@ -16,6 +17,9 @@ class CacheConfig:
     cpu_kv_cache_bytes: int = 512 * 1024**2
     num_blocks: int | None = None
     enable_prefix_caching: bool = True
+    # "auto": the model's dtype. "fp8_e4m3": half the bytes of bf16 (twice the blocks), stored with a
+    # scale of 1.0 (values saturate at +-448) and upcast to the model's dtype when read.
+    kv_cache_dtype: Literal["auto", "fp8_e4m3"] = "auto"
 
     def __post_init__(self) -> None:
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
@@ -28,3 +32,5 @@ class CacheConfig:
             raise ValueError(f"cpu_kv_cache_bytes must be > 0, got {self.cpu_kv_cache_bytes}")
         if self.num_blocks is not None and self.num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1 or None, got {self.num_blocks}")
+        if self.kv_cache_dtype not in ("auto", "fp8_e4m3"):
+            raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8_e4m3', got {self.kv_cache_dtype!r}")

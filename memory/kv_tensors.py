@@ -36,6 +36,11 @@ class KVLayout:
         ]
 
 
+def kv_cache_dtype(config: CacheConfig, model_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the cache stores: the model's, or float8 e4m3 (scale 1.0) when asked for."""
+    return torch.float8_e4m3fn if config.kv_cache_dtype == "fp8_e4m3" else model_dtype
+
+
 def num_blocks_for_budget(layout: KVLayout, budget_bytes: int) -> int:
     return max(0, budget_bytes // layout.bytes_per_block)
 

@@ -45,7 +45,7 @@ class TorchReferenceBackend(AttentionBackend):
         padded_query.index_copy_(0, padded_rows, query)
         padded_query = padded_query.view(num_seqs, max_query_len, num_heads, head_dim).transpose(1, 2)
 
-        keys, values = _gather_kv(kv_cache, meta)
+        keys, values = _gather_kv(kv_cache, meta, query.dtype)
         context_lens = meta.seq_lens.long() - query_lens.long()
         query_positions = context_lens[:, None] + torch.arange(max_query_len, device=query.device)
         key_positions = torch.arange(meta.max_seq_len, device=query.device)
@@ -62,13 +62,20 @@ class TorchReferenceBackend(AttentionBackend):
 def _write_new_kv(kv_cache: Tensor, key: Tensor, value: Tensor, slot_mapping: Tensor) -> None:
     # NOTE: view (not reshape) so that a non-contiguous cache fails loudly instead of writing into a copy.
     flat_cache = kv_cache.view(2, -1, *kv_cache.shape[3:])
-    flat_cache.index_copy_(1, slot_mapping, torch.stack((key, value)))
+    new_kv = torch.stack((key, value)).to(kv_cache.dtype)
+    _as_indexable(flat_cache).index_copy_(1, slot_mapping, _as_indexable(new_kv))
 
 
-def _gather_kv(kv_cache: Tensor, meta: AttentionMetadata) -> tuple[Tensor, Tensor]:
+def _as_indexable(tensor: Tensor) -> Tensor:
+    # NOTE: float8 has no CPU index kernels; a byte view moves the same bits.
+    return tensor.view(torch.uint8) if tensor.dtype == torch.float8_e4m3fn else tensor
+
+
+def _gather_kv(kv_cache: Tensor, meta: AttentionMetadata, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Keys and values of every sequence, upcast from the cache's dtype to `dtype`."""
     blocks_needed = -(-meta.max_seq_len // meta.block_size)
     tables = meta.block_tables[:, :blocks_needed]
-    gathered = kv_cache.index_select(1, tables.flatten())
+    gathered = _as_indexable(kv_cache).index_select(1, tables.flatten()).view(kv_cache.dtype).to(dtype)
     gathered = gathered.view(2, meta.num_seqs, blocks_needed * meta.block_size, *kv_cache.shape[3:])
     gathered = gathered[:, :, : meta.max_seq_len]
     key_positions = torch.arange(meta.max_seq_len, device=kv_cache.device)

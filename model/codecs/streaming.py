@@ -178,20 +178,20 @@ class StreamingDecoder:
         empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
         planned = (self._plan(stream_id, stream) for stream_id, stream in self._streams.items())
-        for window in [w for w in planned if w is not None]:
+        windows = [w for w in planned if w is not None]
+        owners = {w.stream_id: self._streams[w.stream_id] for w in windows}
+        for window in windows:
             if window.start == window.end:
                 empty.append(window)
             else:
                 by_length[window.stop - window.first].append(window)
         groups = []
-        for windows in by_length.values():
+        for group in by_length.values():
             try:
-                audio = runner.decode(self.codec, self._batch(windows))
+                audio = runner.decode(self.codec, self._batch(group))
             except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
-                audio = self._decode_one_by_one(windows, runner)
-            groups.append((windows, audio))
-        owners = {w.stream_id: self._streams[w.stream_id] for w in empty}
-        owners.update({w.stream_id: self._streams[w.stream_id] for ws, _ in groups for w in ws})
+                audio = self._decode_one_by_one(group, runner)
+            groups.append((group, audio))
         return PendingAudio(empty, groups, owners, runner)
 
     def collect(self, pending: PendingAudio) -> dict[Hashable, StreamChunk]:

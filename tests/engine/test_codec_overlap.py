@@ -101,6 +101,29 @@ def test_stream_reopened_while_its_audio_is_in_flight_gets_none_of_it():
     np.testing.assert_allclose(chunk.pcm[:4], 6.0)
 
 
+class PickyCodec(NeighbourCodec):
+    """Refuses any batch holding a frame above 100, as a codec refuses out-of-range codes."""
+
+    def decode(self, frames: Tensor) -> Tensor:
+        if (frames > 100).any():
+            raise ValueError("frame out of range")
+        return super().decode(frames)
+
+
+@pytest.mark.parametrize("runner", [None, HostRunner()])
+def test_a_window_that_fails_to_decode_closes_only_its_stream(runner):
+    decoder = StreamingDecoder(PickyCodec(), CONFIG)
+    overlap = CodecOverlap(decoder, runner)
+    for sid, value in (("good", 1.0), ("bad", 1000.0)):
+        decoder.open(sid)
+        decoder.push(sid, torch.full((2, 2), value))
+    ready = {**overlap.step(), **overlap.step()}
+    assert list(ready) == ["good"] and (ready["good"].frame_start, ready["good"].frame_end) == (0, 1)
+    failures = decoder.take_failures()
+    assert list(failures) == ["bad"] and isinstance(failures["bad"], ValueError)
+    assert decoder.num_streams == 1
+
+
 def test_cpu_and_disabled_overlap_decode_within_the_step():
     assert codec_runner_for(torch.device("cpu"), GpuConfig()) is None
     assert codec_runner_for(torch.device("cuda"), GpuConfig(overlap_codec=False)) is None
