@@ -39,6 +39,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     stream.add_argument("--first-chunk-frames", type=int, default=_STREAM.first_chunk_frames)
     stream.add_argument("--chunk-frames", type=int, default=_STREAM.chunk_frames)
     stream.add_argument("--lookahead-frames", type=int, default=_STREAM.lookahead_frames)
+    stream.add_argument(
+        "--urgent-slack-seconds", type=float, default=_STREAM.urgent_slack_seconds,
+        help="emit single frames when a stream's buffered audio would run out within this (-1: never)",
+    )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
@@ -72,6 +76,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             first_chunk_frames=args.first_chunk_frames,
             chunk_frames=args.chunk_frames,
             lookahead_frames=args.lookahead_frames,
+            urgent_slack_seconds=None if args.urgent_slack_seconds < 0 else args.urgent_slack_seconds,
         ),
         gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs),
         mode=args.engine_mode,

@@ -8,6 +8,7 @@ One window of a stream (frame indices; `left` and `ahead` shrink at the stream's
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Hashable, Protocol
@@ -25,8 +26,15 @@ class StreamingConfig:
 
     # The first audio is emitted as soon as this many frames (+ lookahead) exist.
     first_chunk_frames: int = 1
-    # Later chunks: decode once this many new frames are ready (or a multiple of it).
+    # Later chunks: decode once this many new frames are ready (or a multiple of it), while
+    # the stream's listener has audio to spare (see urgent_slack_seconds).
     chunk_frames: int = 4
+    # A listener is assumed to play from the stream's first chunk. When the audio already
+    # emitted would run out within this many seconds, the next chunk leaves as soon as one
+    # frame is ready instead of waiting for chunk_frames: small chunks cost more decoding per
+    # frame (their windows carry the same context), so they are spent only where a stream would
+    # otherwise stall. None disables this (fixed chunking).
+    urgent_slack_seconds: float | None = 0.5
     # Frames before the emitted span included in the window (the codec is not causal).
     left_context_frames: int = 3
     # Frames after the emitted span included in the window. SNAC's decoder sees about 2.5
@@ -42,6 +50,8 @@ class StreamingConfig:
             raise ValueError("first_chunk_frames and chunk_frames must be >= 1")
         if self.left_context_frames < 0 or self.lookahead_frames < 0 or self.crossfade_samples < 0:
             raise ValueError("context, lookahead and crossfade must be >= 0")
+        if self.urgent_slack_seconds is not None and self.urgent_slack_seconds < 0:
+            raise ValueError("urgent_slack_seconds must be >= 0 or None")
         if self.crossfade_samples and not self.lookahead_frames:
             raise ValueError("a crossfade needs lookahead_frames >= 1 to decode past the chunk end")
 
@@ -68,6 +78,8 @@ class _Stream:
     emitted: int = 0
     tail: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     finished: bool = False
+    # When the stream's first audio left (the assumed start of its playback).
+    playback_start: float | None = None
 
 
 @dataclass(slots=True)
@@ -113,6 +125,7 @@ class PendingAudio:
     groups: list[tuple[list[_Window], Tensor | list[Tensor | None]]]
     owners: dict[Hashable, _Stream]
     runner: CodecRunner
+    launched_at: float
 
 
 def _rows(runner: CodecRunner, audio: Tensor | list[Tensor | None]) -> list[np.ndarray | None]:
@@ -136,6 +149,7 @@ class StreamingDecoder:
         self.config = config
         self._streams: dict[Hashable, _Stream] = {}
         self._failures: dict[Hashable, Exception] = {}
+        self._frame_seconds = codec.samples_per_frame / codec.sample_rate
         fade = config.crossfade_samples
         self._fade_in = (np.arange(1, fade + 1, dtype=np.float32) / (fade + 1)).astype(np.float32)
 
@@ -171,13 +185,15 @@ class StreamingDecoder:
     def decode_ready(self) -> dict[Hashable, StreamChunk]:
         return self.collect(self.launch())
 
-    def launch(self, runner: CodecRunner | None = None) -> PendingAudio:
+    def launch(self, runner: CodecRunner | None = None, now: float | None = None) -> PendingAudio:
         """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
-        stream state only moves in `collect`, so launch again only after collecting this one."""
+        stream state only moves in `collect`, so launch again only after collecting this one.
+        `now` (monotonic seconds) defaults to the clock; tests pass their own."""
         runner = runner or _SYNC_RUNNER
+        now = time.monotonic() if now is None else now
         empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
-        planned = (self._plan(stream_id, stream) for stream_id, stream in self._streams.items())
+        planned = (self._plan(stream_id, stream, now) for stream_id, stream in self._streams.items())
         windows = [w for w in planned if w is not None]
         owners = {w.stream_id: self._streams[w.stream_id] for w in windows}
         for window in windows:
@@ -192,7 +208,7 @@ class StreamingDecoder:
             except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
                 audio = self._decode_one_by_one(group, runner)
             groups.append((group, audio))
-        return PendingAudio(empty, groups, owners, runner)
+        return PendingAudio(empty, groups, owners, runner, now)
 
     def collect(self, pending: PendingAudio) -> dict[Hashable, StreamChunk]:
         """Waits for `pending`'s audio and emits it, skipping streams closed since its launch."""
@@ -205,6 +221,9 @@ class StreamingDecoder:
             for window, rows in zip(windows, samples):
                 if rows is not None and self._owns(pending, window):
                     chunks[window.stream_id] = self._emit(window, rows)
+                    stream = pending.owners[window.stream_id]
+                    if stream.playback_start is None:
+                        stream.playback_start = pending.launched_at
         return chunks
 
     def take_failures(self) -> dict[Hashable, Exception]:
@@ -231,18 +250,30 @@ class StreamingDecoder:
                 audio.append(None)
         return audio
 
-    def _plan(self, stream_id: Hashable, stream: _Stream) -> _Window | None:
+    def _plan(self, stream_id: Hashable, stream: _Stream, now: float) -> _Window | None:
         config = self.config
         first = max(0, stream.emitted - config.left_context_frames)
         if stream.finished:
             # Final flush: every remaining frame, no lookahead needed.
             return _Window(stream_id, first, stream.emitted, stream.received, stream.received, True)
-        step = config.chunk_frames if stream.emitted else config.first_chunk_frames
+        if not stream.emitted:
+            step = config.first_chunk_frames
+        elif self._is_urgent(stream, now):
+            step = 1
+        else:
+            step = config.chunk_frames
         ready = stream.received - config.lookahead_frames - stream.emitted
         if ready < step:
             return None
         end = stream.emitted + ready // step * step
         return _Window(stream_id, first, stream.emitted, end, end + config.lookahead_frames, False)
+
+    def _is_urgent(self, stream: _Stream, now: float) -> bool:
+        urgent = self.config.urgent_slack_seconds
+        if urgent is None or stream.playback_start is None:
+            return False
+        runs_out_at = stream.playback_start + stream.emitted * self._frame_seconds
+        return runs_out_at - now < urgent
 
     def _window_frames(self, window: _Window) -> Tensor:
         stream = self._streams[window.stream_id]

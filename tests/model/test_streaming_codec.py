@@ -121,7 +121,7 @@ BURSTS = {"a": [1], "b": [2, 1, 3], "c": [4, 1]}
 
 @pytest.mark.parametrize("lookahead, tolerance", [(3, EXACT), (2, 5e-3)])
 def test_interleaved_streams_match_offline_decode(codec, lookahead, tolerance):
-    decoder = StreamingDecoder(codec, StreamingConfig(lookahead_frames=lookahead))
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=lookahead))
     chunks = stream_all(decoder, STREAMS, BURSTS)
     for sid, frames in STREAMS.items():
         audio = joined(chunks[sid], len(frames))
@@ -131,7 +131,7 @@ def test_interleaved_streams_match_offline_decode(codec, lookahead, tolerance):
 
 
 def test_one_frame_lookahead_error_stays_at_seams(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(lookahead_frames=1))
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=1))
     chunks = stream_all(decoder, STREAMS, BURSTS)
     for sid, frames in STREAMS.items():
         error = np.abs(joined(chunks[sid], len(frames)) - offline(codec, frames))
@@ -144,7 +144,7 @@ def test_one_frame_lookahead_error_stays_at_seams(codec):
 
 def test_first_chunk_needs_first_chunk_frames_plus_lookahead(codec):
     decoder = StreamingDecoder(
-        codec, StreamingConfig(first_chunk_frames=2, chunk_frames=3, lookahead_frames=1)
+        codec, StreamingConfig(urgent_slack_seconds=None, first_chunk_frames=2, chunk_frames=3, lookahead_frames=1)
     )
     decoder.open("s")
     ready_after: list[tuple[int, tuple[int, int]]] = []
@@ -157,7 +157,7 @@ def test_first_chunk_needs_first_chunk_frames_plus_lookahead(codec):
 
 
 def test_burst_emits_every_whole_chunk_at_once(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(chunk_frames=2, lookahead_frames=1))
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, chunk_frames=2, lookahead_frames=1))
     decoder.open("s")
     decoder.push("s", random_frames(1 + 1 + 7, 5))
     chunk = decoder.decode_ready()["s"]
@@ -171,11 +171,11 @@ def test_batched_windows_equal_streams_decoded_alone(codec):
     streams = {sid: random_frames(7, seed) for seed, sid in enumerate("xyz")}
     bursts = {sid: [1] for sid in streams}
     counting = CountingCodec(codec)
-    together = stream_all(StreamingDecoder(counting, StreamingConfig()), streams, bursts)
+    together = stream_all(StreamingDecoder(counting, StreamingConfig(urgent_slack_seconds=None)), streams, bursts)
     # Equal pushes give equal windows: one decode call per round, holding all three streams.
     assert counting.calls and all(batch == 3 for batch, _ in counting.calls)
     for sid, frames in streams.items():
-        alone = stream_all(StreamingDecoder(codec, StreamingConfig()), {sid: frames}, bursts)[sid]
+        alone = stream_all(StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None)), {sid: frames}, bursts)[sid]
         assert len(alone) == len(together[sid])
         for a, b in zip(alone, together[sid]):
             assert (a.frame_start, a.frame_end) == (b.frame_start, b.frame_end)
@@ -184,7 +184,7 @@ def test_batched_windows_equal_streams_decoded_alone(codec):
 
 
 def test_tiny_codec_seams_jump_no_more_than_the_offline_audio(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig())
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None))
     chunks = stream_all(decoder, STREAMS, BURSTS)
     for sid, frames in STREAMS.items():
         audio, reference = joined(chunks[sid], len(frames)), offline(codec, frames)
@@ -199,7 +199,7 @@ def test_tiny_codec_seams_jump_no_more_than_the_offline_audio(codec):
 def test_crossfade_removes_the_seam_step(crossfade):
     codec = BoxBlurCodec()
     frames = {"s": torch.rand(20, 3, generator=torch.Generator().manual_seed(0)) * 2 - 1}
-    config = StreamingConfig(chunk_frames=3, lookahead_frames=1, crossfade_samples=crossfade)
+    config = StreamingConfig(urgent_slack_seconds=None, chunk_frames=3, lookahead_frames=1, crossfade_samples=crossfade)
     chunks = stream_all(StreamingDecoder(codec, config), frames, {"s": [1]})["s"]
     audio = joined(chunks, 20, spf=codec.samples_per_frame)
     jumps = np.abs(np.diff(audio))
@@ -212,7 +212,7 @@ def test_crossfade_removes_the_seam_step(crossfade):
 
 
 def test_finish_flushes_the_rest_without_lookahead(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(lookahead_frames=2))
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=2))
     frames = random_frames(4, 7)
     decoder.open("s")
     decoder.push("s", frames)
@@ -230,7 +230,7 @@ def test_finish_flushes_the_rest_without_lookahead(codec):
 
 
 def test_finish_with_nothing_left_gives_an_empty_last_chunk(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(lookahead_frames=0, crossfade_samples=0))
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=0, crossfade_samples=0))
     decoder.open("s")
     decoder.push("s", random_frames(2, 8))
     assert decoder.decode_ready()["s"].frame_end == 2
@@ -242,7 +242,7 @@ def test_finish_with_nothing_left_gives_an_empty_last_chunk(codec):
 
 def test_empty_stream_ends_with_one_empty_chunk(codec):
     counting = CountingCodec(codec)
-    decoder = StreamingDecoder(counting, StreamingConfig())
+    decoder = StreamingDecoder(counting, StreamingConfig(urgent_slack_seconds=None))
     decoder.open("s")
     assert decoder.decode_ready() == {}
     decoder.finish("s")
@@ -253,7 +253,7 @@ def test_empty_stream_ends_with_one_empty_chunk(codec):
 
 
 def test_discard_forgets_a_stream(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig())
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None))
     decoder.open("gone")
     decoder.open("kept")
     decoder.push("gone", random_frames(3, 9))
@@ -269,7 +269,7 @@ def test_discard_forgets_a_stream(codec):
 
 
 def test_misuse_is_refused(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig())
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None))
     decoder.open("s")
     with pytest.raises(ValueError, match="already open"):
         decoder.open("s")
@@ -279,8 +279,29 @@ def test_misuse_is_refused(codec):
         decoder.push("s", torch.full((1, 7), 4096))
     assert decoder.pending_frames == 0
     with pytest.raises(ValueError, match="lookahead"):
-        StreamingConfig(lookahead_frames=0)
+        StreamingConfig(urgent_slack_seconds=None, lookahead_frames=0)
     with pytest.raises(ValueError, match=">= 1"):
-        StreamingConfig(chunk_frames=0)
+        StreamingConfig(urgent_slack_seconds=None, chunk_frames=0)
     with pytest.raises(ValueError, match="exceeds one frame"):
-        StreamingDecoder(codec, StreamingConfig(crossfade_samples=SPF + 1))
+        StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, crossfade_samples=SPF + 1))
+
+
+def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
+    """Chunks wait for chunk_frames while the listener has audio to spare; when the emitted audio
+    would run out within urgent_slack_seconds, each ready frame leaves at once."""
+    config = StreamingConfig(first_chunk_frames=1, chunk_frames=4, lookahead_frames=1, urgent_slack_seconds=0.05)
+    decoder = StreamingDecoder(codec, config)
+    frame_s = SPF / codec.sample_rate  # 85 ms
+    decoder.open("s")
+    decoder.push("s", random_frames(2, seed=3))
+    first = decoder.collect(decoder.launch(now=0.0))["s"]
+    assert (first.frame_start, first.frame_end) == (0, 1)  # playback of 1 frame starts at t=0
+    decoder.push("s", random_frames(3, seed=4))  # 3 frames ready (+1 lookahead), fewer than 4
+    assert decoder.collect(decoder.launch(now=0.0)) == {}  # 85 ms of slack: wait for 4
+    chunk = decoder.collect(decoder.launch(now=frame_s - 0.04))["s"]  # 40 ms left: go now
+    assert (chunk.frame_start, chunk.frame_end) == (1, 4)
+
+
+def test_negative_urgent_slack_is_rejected():
+    with pytest.raises(ValueError, match="urgent_slack_seconds"):
+        StreamingConfig(urgent_slack_seconds=-1.0)
