@@ -20,6 +20,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
 from model.codecs.snac import save_random_snac, tiny_snac_config
 from model.families.orpheus.layout import ENGLISH_VOICES, FRAME_TOKENS
+from model.llama.random_weights import random_llama_weights
 
 VERSION = "v1"
 SEED = 1234
@@ -93,7 +94,17 @@ def write_tiny_random(folder: Path) -> None:
         **LLAMA_SHAPE,
     )
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    save_file(_random_llama_weights(vocab_size), str(folder / "model.safetensors"))
+    shape = LLAMA_SHAPE
+    weights = random_llama_weights(
+        vocab_size=vocab_size,
+        hidden_size=shape["hidden_size"],
+        intermediate_size=shape["intermediate_size"],
+        num_hidden_layers=shape["num_hidden_layers"],
+        num_key_value_heads=shape["num_key_value_heads"],
+        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
+        seed=SEED,
+    )
+    save_file(weights, str(folder / "model.safetensors"))
     codec = tiny_snac_config()
     assert codec.codebook_size == CODEBOOK_SIZE, "the LM vocabulary is laid out for this codebook"
     save_random_snac(folder / "codec", codec, seed=SEED)
@@ -111,30 +122,3 @@ def byte_level_tokenizer() -> Tokenizer:
         single=f"{BOS} $A", special_tokens=[(BOS, tokenizer.token_to_id(BOS))]
     )
     return tokenizer
-
-
-def _random_llama_weights(vocab_size: int) -> dict[str, torch.Tensor]:
-    gen = torch.Generator().manual_seed(SEED)
-    shape = LLAMA_SHAPE
-    hidden, inter = shape["hidden_size"], shape["intermediate_size"]
-    head_dim = hidden // shape["num_attention_heads"]
-    kv = shape["num_key_value_heads"] * head_dim
-
-    def normal(*size: int) -> torch.Tensor:
-        return torch.randn(*size, generator=gen) * 0.02
-
-    weights = {"model.embed_tokens.weight": normal(vocab_size, hidden), "model.norm.weight": torch.ones(hidden)}
-    for i in range(shape["num_hidden_layers"]):
-        pre = f"model.layers.{i}."
-        weights |= {
-            pre + "self_attn.q_proj.weight": normal(hidden, hidden),
-            pre + "self_attn.k_proj.weight": normal(kv, hidden),
-            pre + "self_attn.v_proj.weight": normal(kv, hidden),
-            pre + "self_attn.o_proj.weight": normal(hidden, hidden),
-            pre + "mlp.gate_proj.weight": normal(inter, hidden),
-            pre + "mlp.up_proj.weight": normal(inter, hidden),
-            pre + "mlp.down_proj.weight": normal(hidden, inter),
-            pre + "input_layernorm.weight": torch.ones(hidden),
-            pre + "post_attention_layernorm.weight": torch.ones(hidden),
-        }
-    return weights
