@@ -1,4 +1,5 @@
-"""`chorus`: say (text → WAV through the engine) and serve (the HTTP server)."""
+"""`chorus`: say (text → WAV through the engine), serve (the HTTP server), bench and profile
+(the load benchmark and the profiler in benchmarks/, which take their own flags)."""
 from __future__ import annotations
 
 import argparse
@@ -80,12 +81,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="require 'Authorization: Bearer KEY' on /v1 and /metrics (default: $CHORUS_API_KEY)",
     )
     add_engine_args(serve)
+    # NOTE: bench and profile hand every further flag to benchmarks/ (see `chorus bench --help`).
+    sub.add_parser("bench", help="load benchmark: TTFA, viability, capacity against baselines", add_help=False)
+    sub.add_parser("profile", help="profile the server under load with py-spy", add_help=False)
     return parser
+
+
+def _bench(rest: list[str]) -> int:
+    from benchmarks.load import main as bench_main
+
+    bench_main(rest)
+    return 0
+
+
+def _profile(rest: list[str]) -> int:
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "profile.sh"
+    return subprocess.call(["bash", str(script), *rest])
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":
+        return _bench(rest)
+    if args.command == "profile":
+        return _profile(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "say":
         return asyncio.run(_say(args))
     return _serve(args)

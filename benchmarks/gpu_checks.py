@@ -1,0 +1,88 @@
+"""Correctness on the device before any timing: Triton attention, one model step and a graph replay, each
+against the PyTorch reference path on the same inputs."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from model.attention import AttentionMetadata, get_attention_backend
+
+# Largest elementwise difference allowed on unit-scale bf16 values (one bf16 rounding of the softmax weights).
+ATTENTION_TOLERANCE = 3e-2
+# Relative difference of final hidden states: bf16 rounding differs between the two paths in every layer.
+STEP_TOLERANCE = 5e-2
+
+
+def mixed_batch(shapes: list[tuple[int, int]], block_size: int, device: torch.device) -> AttentionMetadata:
+    """Metadata for (context_len, query_len) sequences over shuffled, scattered blocks."""
+    needed = [-(-(ctx + q) // block_size) for ctx, q in shapes]
+    free = list(range(sum(needed) + 8))
+    random.Random(0).shuffle(free)
+    tables = [[free.pop() for _ in range(n)] for n in needed]
+    return AttentionMetadata.build([q for _, q in shapes], [c for c, _ in shapes], tables, block_size, device=device)
+
+
+def check_attention(num_heads: int, num_kv_heads: int, head_dim: int, device: torch.device) -> float:
+    """Max |triton - reference| over a mixed prefill/decode batch in bf16 (reference in float32)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    meta = mixed_batch([(0, 37), (300, 1), (17, 1), (64, 20), (0, 1), (129, 1)], 16, device)
+    num_blocks = int(meta.block_tables.max()) + 1
+    cache = torch.randn(2, num_blocks, 16, num_kv_heads, head_dim, generator=gen, device=device)
+    query = torch.randn(meta.num_tokens, num_heads, head_dim, generator=gen, device=device)
+    key, value = torch.randn(2, meta.num_tokens, num_kv_heads, head_dim, generator=gen, device=device)
+    bf16 = [t.bfloat16() for t in (query, key, value, cache)]
+    out = get_attention_backend("triton").forward(*bf16, meta, head_dim ** -0.5)
+    expected = get_attention_backend("torch").forward(*(t.float() for t in bf16), meta, head_dim ** -0.5)
+    return _checked((out.float() - expected).abs().max().item(), ATTENTION_TOLERANCE, "triton attention")
+
+
+@torch.inference_mode()
+def check_step(backbone: torch.nn.Module, block_size: int, device: torch.device) -> dict[str, float]:
+    """Relative error of one mixed step's hidden states, triton vs reference attention; and, on CUDA, of a
+    decode step replayed from a CUDA graph vs the same step run eagerly."""
+    from engine.cuda_graphs import DecodeGraphs
+
+    config = backbone.config
+    meta = mixed_batch([(0, 24), (0, 5), (0, 1), (0, 9)], block_size, device)
+    num_blocks = int(meta.block_tables.max()) + 1
+    dtype = next(backbone.parameters()).dtype
+    shape = (2, num_blocks, block_size, config.num_key_value_heads, config.head_dim)
+    ids = torch.randint(0, config.vocab_size, (meta.num_tokens,), device=device)
+    positions = torch.cat([torch.arange(q) for q in meta.query_lens]).to(device)
+    results = {}
+    hidden = {}
+    for name in ("triton", "torch"):
+        _set_attention(backbone, name)
+        caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in backbone.layers]
+        hidden[name] = backbone.forward(backbone.embed_tokens(ids), positions, caches, meta).float()
+    results["step_rel_error"] = _checked(_relative(hidden["triton"], hidden["torch"]), STEP_TOLERANCE, "model step")
+    _set_attention(backbone, "triton")
+    if device.type == "cuda":
+        decode = AttentionMetadata.build([1] * 3, [5, 24, 1], [t[: 2] for t in meta.block_tables.tolist()[:3]],
+                                         block_size, device=device)
+        decode_ids = torch.randint(0, config.vocab_size, (3,), device=device)
+        decode_positions = torch.tensor([5, 24, 1], device=device)
+        eager_caches = [c.clone() for c in caches]
+        eager = backbone.forward(backbone.embed_tokens(decode_ids), decode_positions, eager_caches, decode)
+        graphs = DecodeGraphs(backbone, caches, block_size, [4], max_model_len=64)
+        graphs.capture()
+        replayed = graphs.run(backbone.embed_tokens(decode_ids), decode_positions, decode)
+        results["graph_rel_error"] = _checked(_relative(replayed.float(), eager.float()), 1e-2, "graph replay")
+    return results
+
+
+def _set_attention(backbone: torch.nn.Module, name: str) -> None:
+    backend = get_attention_backend(name)
+    for layer in backbone.layers:
+        layer.self_attn.attention = backend
+
+
+def _relative(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    return ((actual - expected).norm() / expected.norm()).item()
+
+
+def _checked(value: float, bound: float, what: str) -> float:
+    if not value <= bound:
+        raise AssertionError(f"{what}: error {value:.3g} exceeds {bound:.3g}; refusing to time a wrong path")
+    return value

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Profiles `chorus serve` under load with py-spy; writes a flame graph (SVG), a speedscope JSON and
+# a `py-spy dump` of the engine core to benchmarks/results/profile-<date>.*
+#
+#   benchmarks/profile.sh [--streams 8] [--seconds 30] [-- extra `chorus serve` flags]
+#   (also: chorus profile ...)
+#
+# py-spy follows the engine core process with --subprocesses; it needs ptrace rights (root, or
+# CAP_SYS_PTRACE in a container). Only 127.0.0.1 is used; everything stops by itself.
+set -euo pipefail
+
+STREAMS=8
+SECONDS_UNDER_LOAD=30
+PORT=${CHORUS_PROFILE_PORT:-8077}
+RATE=100
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --streams) STREAMS=$2; shift 2 ;;
+    --seconds) SECONDS_UNDER_LOAD=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "unknown flag $1 (serve flags go after --)" >&2; exit 2 ;;
+  esac
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT="$ROOT/benchmarks/results"
+STAMP=$(date -u +%Y-%m-%d-%H%M)
+STEM="$OUT/profile-$STAMP"
+WORK=$(mktemp -d)
+mkdir -p "$OUT"
+cd "$ROOT"
+
+python -m api.cli serve --host 127.0.0.1 --port "$PORT" "$@" >"$WORK/server.log" 2>&1 &
+SERVER=$!
+cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+for _ in $(seq 1 240); do
+  python - "$PORT" <<'PY' && break
+import sys, httpx
+try:
+    sys.exit(0 if httpx.get(f"http://127.0.0.1:{sys.argv[1]}/ready", timeout=1).status_code == 200 else 1)
+except httpx.HTTPError:
+    sys.exit(1)
+PY
+  kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
+  sleep 0.5
+done
+CORE=$(grep -o 'engine core process started: pid [0-9]*' "$WORK/server.log" | grep -o '[0-9]*$' | head -1)
+echo "server pid $SERVER, engine core pid ${CORE:-unknown}" >&2
+
+# Two recorders, one per output format; each at RATE samples/s, idle threads left out.
+py-spy record --pid "$SERVER" --subprocesses --rate "$RATE" --duration "$SECONDS_UNDER_LOAD" \
+  --format flamegraph -o "$STEM.svg" >"$WORK/spy-svg.log" 2>&1 &
+SPY_SVG=$!
+py-spy record --pid "$SERVER" --subprocesses --rate "$RATE" --duration "$SECONDS_UNDER_LOAD" \
+  --format speedscope -o "$STEM.speedscope.json" >"$WORK/spy-json.log" 2>&1 &
+SPY_JSON=$!
+
+if [[ -n "${CORE:-}" ]]; then
+  (sleep "$((SECONDS_UNDER_LOAD / 2))"; py-spy dump --pid "$CORE" >"$STEM.dump.txt" 2>&1 || true) &
+fi
+python -m benchmarks.load --http "http://127.0.0.1:$PORT" --systems engine --concurrency "$STREAMS" \
+  --level-seconds "$((SECONDS_UNDER_LOAD - 5))" --drain-seconds 5 --no-burst --no-plot --out "$WORK" >&2 || true
+wait "$SPY_SVG" "$SPY_JSON" || { cat "$WORK"/spy-*.log >&2; exit 1; }
+cp "$WORK"/load-*.md "$STEM.load.md" 2>/dev/null || true
+echo "wrote $STEM.svg, $STEM.speedscope.json, $STEM.dump.txt, $STEM.load.md" >&2

@@ -1,0 +1,76 @@
+"""Closed-loop and Poisson load against a driver; every request's trace is kept.
+
+A run stops by itself: clients stop sending at `duration_s`, requests still open `drain_s`
+later are cancelled and count as failed (their audio did not arrive in time anyway).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from benchmarks.corpus import BenchRequest
+from benchmarks.drivers import Driver
+from benchmarks.trace import RequestTrace
+
+
+@dataclass(slots=True)
+class RunResult:
+    """All requests sent during one load level, and the wall time from first send to last end."""
+
+    traces: list[RequestTrace]
+    wall_seconds: float
+
+
+async def _measure(driver: Driver, request: BenchRequest, traces: list[RequestTrace],
+                   on_done: Callable[[], None]) -> None:
+    trace = RequestTrace(sent=time.monotonic(), sample_rate=driver.sample_rate)
+    traces.append(trace)
+    try:
+        await driver.run(request, trace)
+    except asyncio.CancelledError:
+        trace.ok = False
+        raise
+    except Exception:  # noqa: BLE001 - a failed request is a data point, not the end of the run
+        trace.ok = False
+    on_done()
+
+
+async def _finish(tasks: list[asyncio.Task], started: float, traces: list[RequestTrace], stop_at: float) -> RunResult:
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=max(0.0, stop_at - time.monotonic()))
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    return RunResult(traces, time.monotonic() - started)
+
+
+async def closed_loop(driver: Driver, requests: Iterator[BenchRequest], concurrency: int, duration_s: float,
+                      drain_s: float, on_done: Callable[[], None] = lambda: None) -> RunResult:
+    """`concurrency` clients, each sending its next request as soon as the last one ended."""
+    traces: list[RequestTrace] = []
+    started = time.monotonic()
+
+    async def client() -> None:
+        while time.monotonic() < started + duration_s:
+            await _measure(driver, next(requests), traces, on_done)
+
+    tasks = [asyncio.create_task(client()) for _ in range(concurrency)]
+    return await _finish(tasks, started, traces, started + duration_s + drain_s)
+
+
+async def poisson(driver: Driver, requests: Iterator[BenchRequest], rate: float, duration_s: float,
+                  drain_s: float, seed: int = 0, on_done: Callable[[], None] = lambda: None) -> RunResult:
+    """Requests arrive at exponential intervals with mean 1 / `rate` for `duration_s`."""
+    rng = random.Random(seed)
+    traces: list[RequestTrace] = []
+    tasks: list[asyncio.Task] = []
+    started = time.monotonic()
+    offset = rng.expovariate(rate)
+    while offset < duration_s:
+        await asyncio.sleep(max(0.0, started + offset - time.monotonic()))
+        tasks.append(asyncio.create_task(_measure(driver, next(requests), traces, on_done)))
+        offset += rng.expovariate(rate)
+    return await _finish(tasks, started, traces, started + duration_s + drain_s)
