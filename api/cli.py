@@ -98,7 +98,7 @@ def _profile(rest: list[str]) -> int:
     import subprocess
 
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "profile.sh"
-    return subprocess.call(["bash", str(script), *rest])
+    return subprocess.call(["bash", str(script), *rest], env={**os.environ, "PYTHON": sys.executable})
 
 
 def main(argv: list[str] | None = None) -> int:

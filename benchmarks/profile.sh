@@ -8,6 +8,8 @@
 # py-spy follows the engine core process with --subprocesses; it needs ptrace rights (root, or
 # CAP_SYS_PTRACE in a container). Only 127.0.0.1 is used; everything stops by itself.
 set -euo pipefail
+# The interpreter with Chorus installed (`chorus profile` passes its own).
+PY="${PYTHON:-python}"
 
 STREAMS=8
 SECONDS_UNDER_LOAD=30
@@ -30,13 +32,13 @@ WORK=$(mktemp -d)
 mkdir -p "$OUT"
 cd "$ROOT"
 
-python -m api.cli serve --host 127.0.0.1 --port "$PORT" "$@" >"$WORK/server.log" 2>&1 &
+"$PY" -m api.cli serve --host 127.0.0.1 --port "$PORT" "$@" >"$WORK/server.log" 2>&1 &
 SERVER=$!
 cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 for _ in $(seq 1 240); do
-  python - "$PORT" <<'PY' && break
+  "$PY" - "$PORT" <<'PY' && break
 import sys, httpx
 try:
     sys.exit(0 if httpx.get(f"http://127.0.0.1:{sys.argv[1]}/ready", timeout=1).status_code == 200 else 1)
@@ -60,7 +62,7 @@ SPY_JSON=$!
 if [[ -n "${CORE:-}" ]]; then
   (sleep "$((SECONDS_UNDER_LOAD / 2))"; py-spy dump --pid "$CORE" >"$STEM.dump.txt" 2>&1 || true) &
 fi
-python -m benchmarks.load --http "http://127.0.0.1:$PORT" --systems engine --concurrency "$STREAMS" \
+"$PY" -m benchmarks.load --http "http://127.0.0.1:$PORT" --systems engine --concurrency "$STREAMS" \
   --level-seconds "$((SECONDS_UNDER_LOAD - 5))" --drain-seconds 5 --no-burst --no-plot --out "$WORK" >&2 || true
 wait "$SPY_SVG" "$SPY_JSON" || { cat "$WORK"/spy-*.log >&2; exit 1; }
 cp "$WORK"/load-*.md "$STEM.load.md" 2>/dev/null || true

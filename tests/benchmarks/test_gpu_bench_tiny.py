@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def test_graph_batch_sizes_pad_every_batch_up_to_max_num_seqs():
 
 @pytest.mark.slow
 def test_tiny_run_goes_through_every_phase(tmp_path):
-    env = dict(os.environ, CHORUS_CACHE=str(tmp_path / "cache"))
+    env = dict(os.environ, CHORUS_CACHE=str(tmp_path / "cache"), PYTHON=sys.executable)
     done = subprocess.run([str(REPO / "benchmarks" / "gpu.sh"), "--tiny", "--out", str(tmp_path)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
