@@ -30,10 +30,10 @@ class StreamingConfig:
     # the stream's listener has audio to spare (see urgent_slack_seconds).
     chunk_frames: int = 4
     # A listener is assumed to play from the stream's first chunk. When the audio already
-    # emitted would run out within this many seconds, the next chunk leaves as soon as one
-    # frame is ready instead of waiting for chunk_frames: small chunks cost more decoding per
-    # frame (their windows carry the same context), so they are spent only where a stream would
-    # otherwise stall. None disables this (fixed chunking).
+    # emitted would run out within this many seconds (but has not yet), the next chunk leaves as
+    # soon as one frame is ready instead of waiting for chunk_frames: small chunks cost more
+    # decoding per frame (their windows carry the same context), so they are spent only where a
+    # stream would otherwise stall. None disables this (fixed chunking).
     urgent_slack_seconds: float | None = 0.5
     # Frames before the emitted span included in the window (the codec is not causal).
     left_context_frames: int = 3
@@ -272,8 +272,10 @@ class StreamingDecoder:
         urgent = self.config.urgent_slack_seconds
         if urgent is None or stream.playback_start is None:
             return False
-        runs_out_at = stream.playback_start + stream.emitted * self._frame_seconds
-        return runs_out_at - now < urgent
+        slack = stream.playback_start + stream.emitted * self._frame_seconds - now
+        # NOTE: once a listener has run dry it is stalled whatever we do; single-frame windows
+        # would then only spend more codec time per frame and slow every stream down further.
+        return 0.0 <= slack < urgent
 
     def _window_frames(self, window: _Window) -> Tensor:
         stream = self._streams[window.stream_id]

@@ -300,6 +300,9 @@ def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
     assert decoder.collect(decoder.launch(now=0.0)) == {}  # 85 ms of slack: wait for 4
     chunk = decoder.collect(decoder.launch(now=frame_s - 0.04))["s"]  # 40 ms left: go now
     assert (chunk.frame_start, chunk.frame_end) == (1, 4)
+    # A listener that has already run dry is stalled anyway: back to efficient 4-frame chunks.
+    decoder.push("s", random_frames(3, seed=5))
+    assert decoder.collect(decoder.launch(now=10.0)) == {}
 
 
 def test_negative_urgent_slack_is_rejected():
