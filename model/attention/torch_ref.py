@@ -1,6 +1,8 @@
 """The PyTorch reference attention backend: padded batched SDPA over keys gathered from the paged cache."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -14,12 +16,18 @@ class TorchReferenceBackend(AttentionBackend):
 
     Each step pads the flat batch into ``[B, H, max_query_len, D]`` queries against ``[B, KVH, max_seq_len, D]``
     keys/values gathered block-wise from the cache, runs one scaled_dot_product_attention under a mask that
-    admits key position k for the query at absolute position p iff k <= p, and unpads the result. Gathered
-    slots at or past a sequence's length are zeroed so that stale or uninitialised cache memory (even NaN)
-    can never leak into a real row.
+    admits key position k for the query at absolute position p iff k <= p, and unpads the result.
+
+    Slots past a sequence's end are gathered but masked, so they contribute exactly zero as long as they hold
+    finite values: the KV pool is zero-initialised (memory/kv_tensors.py) and only real keys and values are
+    ever written. The step's index and mask plan is built by the first layer and reused by the others.
     """
 
     name = "torch"
+
+    def __init__(self) -> None:
+        self._plan_meta: AttentionMetadata | None = None
+        self._plan: _StepPlan | None = None
 
     def forward(
         self,
@@ -34,29 +42,49 @@ class TorchReferenceBackend(AttentionBackend):
         num_seqs, max_query_len = meta.num_seqs, meta.max_query_len
         _write_new_kv(kv_cache, key, value, meta.slot_mapping)
 
-        query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
-        token_seq = torch.repeat_interleave(
-            torch.arange(num_seqs, device=query.device), query_lens, output_size=num_tokens
-        )
-        offsets_in_chunk = torch.arange(num_tokens, device=query.device) - meta.query_start_loc[token_seq]
-        padded_rows = token_seq * max_query_len + offsets_in_chunk
-
+        plan = self._plan_for(meta, query.device)
         padded_query = query.new_zeros(num_seqs * max_query_len, num_heads, head_dim)
-        padded_query.index_copy_(0, padded_rows, query)
+        padded_query.index_copy_(0, plan.padded_rows, query)
         padded_query = padded_query.view(num_seqs, max_query_len, num_heads, head_dim).transpose(1, 2)
-
-        keys, values = _gather_kv(kv_cache, meta, query.dtype)
-        context_lens = meta.seq_lens.long() - query_lens.long()
-        query_positions = context_lens[:, None] + torch.arange(max_query_len, device=query.device)
-        key_positions = torch.arange(meta.max_seq_len, device=query.device)
-        visible = key_positions[None, None, :] <= query_positions[:, :, None]
-
+        keys, values = _gather_kv(kv_cache, meta, plan.block_ids, query.dtype)
         out = F.scaled_dot_product_attention(
-            padded_query, keys, values, attn_mask=visible[:, None], scale=scale,
+            padded_query, keys, values, attn_mask=plan.visible, scale=scale,
             enable_gqa=num_heads != keys.shape[1],
         )
         out = out.transpose(1, 2).reshape(num_seqs * max_query_len, num_heads, head_dim)
-        return out.index_select(0, padded_rows)
+        return out.index_select(0, plan.padded_rows)
+
+    def _plan_for(self, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
+        # NOTE: keyed on the metadata object itself (kept alive here), so a new step never reuses
+        # an old plan even if Python hands the new object the old one's id.
+        if self._plan_meta is not meta:
+            self._plan, self._plan_meta = _StepPlan.build(meta, device), meta
+        return self._plan
+
+
+@dataclass(slots=True)
+class _StepPlan:
+    """Everything about a step's attention that depends only on its metadata, not on the layer."""
+
+    padded_rows: Tensor  # [T]: each token's row in the padded [B * max_query_len] layout
+    visible: Tensor  # [B, 1, max_query_len, max_seq_len] bool: key k is visible to the query at p iff k <= p
+    block_ids: Tensor  # [B * blocks_needed]: the blocks to gather, row-major by sequence
+
+    @classmethod
+    def build(cls, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
+        num_tokens = int(meta.num_tokens)
+        query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
+        token_seq = torch.repeat_interleave(
+            torch.arange(meta.num_seqs, device=device), query_lens, output_size=num_tokens
+        )
+        offsets_in_chunk = torch.arange(num_tokens, device=device) - meta.query_start_loc[token_seq]
+        padded_rows = token_seq * meta.max_query_len + offsets_in_chunk
+        context_lens = meta.seq_lens.long() - query_lens.long()
+        query_positions = context_lens[:, None] + torch.arange(meta.max_query_len, device=device)
+        key_positions = torch.arange(meta.max_seq_len, device=device)
+        visible = key_positions[None, None, :] <= query_positions[:, :, None]
+        blocks_needed = -(-meta.max_seq_len // meta.block_size)
+        return cls(padded_rows, visible[:, None], meta.block_tables[:, :blocks_needed].flatten())
 
 
 def _write_new_kv(kv_cache: Tensor, key: Tensor, value: Tensor, slot_mapping: Tensor) -> None:
@@ -71,14 +99,10 @@ def _as_indexable(tensor: Tensor) -> Tensor:
     return tensor.view(torch.uint8) if tensor.dtype == torch.float8_e4m3fn else tensor
 
 
-def _gather_kv(kv_cache: Tensor, meta: AttentionMetadata, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """Keys and values of every sequence, upcast from the cache's dtype to `dtype`."""
-    blocks_needed = -(-meta.max_seq_len // meta.block_size)
-    tables = meta.block_tables[:, :blocks_needed]
-    gathered = _as_indexable(kv_cache).index_select(1, tables.flatten()).view(kv_cache.dtype).to(dtype)
-    gathered = gathered.view(2, meta.num_seqs, blocks_needed * meta.block_size, *kv_cache.shape[3:])
-    gathered = gathered[:, :, : meta.max_seq_len]
-    key_positions = torch.arange(meta.max_seq_len, device=kv_cache.device)
-    past_sequence_end = key_positions[None, :] >= meta.seq_lens[:, None]
-    gathered.masked_fill_(past_sequence_end[None, :, :, None, None], 0)
+def _gather_kv(
+    kv_cache: Tensor, meta: AttentionMetadata, block_ids: Tensor, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """Keys and values [B, KVH, max_seq_len, D] of every sequence, upcast from the cache's dtype."""
+    gathered = _as_indexable(kv_cache).index_select(1, block_ids).view(kv_cache.dtype).to(dtype)
+    gathered = gathered.view(2, meta.num_seqs, -1, *kv_cache.shape[3:])[:, :, : meta.max_seq_len]
     return gathered[0].transpose(1, 2), gathered[1].transpose(1, 2)

@@ -53,7 +53,8 @@ def run_interleaved_steps(model: LlamaModel, sequences: list[torch.Tensor], prom
     rng.shuffle(free_blocks)
     cache_shape = (2, num_blocks, block_size, config.num_key_value_heads, config.head_dim)
     dtype = model.embedding.weight.dtype
-    kv_caches = [torch.full(cache_shape, float("nan"), dtype=dtype) for _ in range(config.num_hidden_layers)]
+    # Finite but large stale values: any slot read past a sequence shows up in the logits.
+    kv_caches = [torch.full(cache_shape, 50.0, dtype=dtype) for _ in range(config.num_hidden_layers)]
     computed = [0] * len(sequences)
     tables: list[list[int]] = [[] for _ in sequences]
     logits: list[list[torch.Tensor]] = [[] for _ in sequences]

@@ -25,7 +25,8 @@ TOLERANCE = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 class Batch:
     """A mixed batch: sequences (context_len, query_len) own shuffled, scattered blocks of a cache in which
-    every slot that no sequence owns holds NaN, so a read outside a sequence shows up in its output."""
+    every slot that no sequence owns holds a large finite value (stale memory: the engine's pool starts
+    zeroed and holds only real K/V), so a read outside a sequence shows up in its output."""
 
     def __init__(self, shapes, num_kv_heads, group, head_dim, block_size, dtype, seed=0, spare_blocks=4):
         gen = torch.Generator().manual_seed(seed)
@@ -36,7 +37,7 @@ class Batch:
         free = list(range(num_blocks))
         rng.shuffle(free)
         self.tables = [[free.pop() for _ in range(n)] for n in blocks_needed]
-        self.cache = torch.full((2, num_blocks, block_size, num_kv_heads, head_dim), float("nan"), dtype=dtype)
+        self.cache = torch.full((2, num_blocks, block_size, num_kv_heads, head_dim), 50.0, dtype=dtype)
         flat = self.cache.view(2, -1, num_kv_heads, head_dim)
         new_kv = []
         for (ctx, q), table in zip(shapes, self.tables):
