@@ -10,6 +10,9 @@
 set -euo pipefail
 # The interpreter with Chorus installed (`chorus profile` passes its own).
 PY="${PYTHON:-python}"
+# py-spy installed beside that interpreter (a venv's bin/) when it is not on PATH.
+PYSPY="$(dirname "$(command -v "$PY")")/py-spy"
+[ -x "$PYSPY" ] || PYSPY=py-spy
 
 STREAMS=8
 SECONDS_UNDER_LOAD=30
@@ -52,15 +55,15 @@ CORE=$(grep -o 'engine core process started: pid [0-9]*' "$WORK/server.log" | gr
 echo "server pid $SERVER, engine core pid ${CORE:-unknown}" >&2
 
 # Two recorders, one per output format; each at RATE samples/s, idle threads left out.
-py-spy record --pid "$SERVER" --subprocesses --rate "$RATE" --duration "$SECONDS_UNDER_LOAD" \
+"$PYSPY" record --pid "$SERVER" --subprocesses --rate "$RATE" --duration "$SECONDS_UNDER_LOAD" \
   --format flamegraph -o "$STEM.svg" >"$WORK/spy-svg.log" 2>&1 &
 SPY_SVG=$!
-py-spy record --pid "$SERVER" --subprocesses --rate "$RATE" --duration "$SECONDS_UNDER_LOAD" \
+"$PYSPY" record --pid "$SERVER" --subprocesses --rate "$RATE" --duration "$SECONDS_UNDER_LOAD" \
   --format speedscope -o "$STEM.speedscope.json" >"$WORK/spy-json.log" 2>&1 &
 SPY_JSON=$!
 
 if [[ -n "${CORE:-}" ]]; then
-  (sleep "$((SECONDS_UNDER_LOAD / 2))"; py-spy dump --pid "$CORE" >"$STEM.dump.txt" 2>&1 || true) &
+  (sleep "$((SECONDS_UNDER_LOAD / 2))"; "$PYSPY" dump --pid "$CORE" >"$STEM.dump.txt" 2>&1 || true) &
 fi
 "$PY" -m benchmarks.load --http "http://127.0.0.1:$PORT" --systems engine --concurrency "$STREAMS" \
   --level-seconds "$((SECONDS_UNDER_LOAD - 5))" --drain-seconds 5 --no-burst --no-plot --out "$WORK" >&2 || true

@@ -250,8 +250,9 @@ def markdown_table(measurements: list[Measurement]) -> str:
     rows = ["| system | streams | tokens | wall s | tokens/s | engine ÷ system | engine overhead "
             "| of which not codec |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for m, ratio in zip(measurements, ratios(measurements)):
-        overheads = (f"{100 * m.details['overhead_fraction']:.1f} % | {100 * m.details['engine_overhead_fraction']:.1f} %"
-                     if m.system == ENGINE else " | ")
+        overheads = " | "
+        if m.system == ENGINE:
+            overheads = " | ".join(f"{100 * m.details[k]:.1f} %" for k in ("overhead_fraction", "engine_overhead_fraction"))
         rows.append(f"| {m.system} | {m.streams} | {m.tokens} | {m.seconds:.2f} | "
                     f"{m.tokens_per_second:,.0f} | {ratio:.2f}× | {overheads} |")
     return "\n".join(rows)
@@ -269,7 +270,8 @@ def machine_info() -> dict:
         "cpus_usable": len(os.sched_getaffinity(0)), "load_average": os.getloadavg(),
         "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
         "torch_threads": torch.get_num_threads(),
-        "commit": git("rev-parse", "HEAD") or "no commit", "tree_dirty": bool(git("status", "--porcelain")),
+        "commit": git("rev-parse", "HEAD") or "no commit",
+        "tree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
 
 
