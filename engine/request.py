@@ -37,5 +37,5 @@ class Request:
             output_tokens=self.seq.num_output_tokens,
             audio_seconds=self.samples_emitted / sample_rate,
             num_preemptions=self.seq.num_preemptions,
-            invalid_tokens=getattr(getattr(self.stream, "frames", None), "num_invalid", 0),
+            invalid_tokens=self.stream.num_invalid_outputs,
         )

@@ -56,6 +56,11 @@ class StreamState:
         return len(self.prompt.token_ids)
 
     @property
+    def num_invalid_outputs(self) -> int:
+        """Outputs accepted but dropped as unusable (e.g. a code invalid at its frame position)."""
+        return 0
+
+    @property
     def max_outputs(self) -> int:
         """The most outputs this stream may produce (sampling's max_tokens, or a known length)."""
         return self.params.max_tokens

@@ -24,6 +24,10 @@ class OrpheusStream(StreamState):
         self.sampling = SamplingState(params, prompt.token_ids, device=device)
         self.frames = FrameAssembler(layout)
 
+    @property
+    def num_invalid_outputs(self) -> int:
+        return self.frames.num_invalid
+
 
 class OrpheusFamily(SpeechFamily):
     """A Llama decoder whose outputs are SNAC audio tokens, 7 per 2048-sample frame.
