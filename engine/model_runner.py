@@ -89,7 +89,9 @@ class ModelRunner:
         if emitting:
             head_out = self.family.head(hidden.index_select(0, torch.tensor(last_rows, device=hidden.device)))
         if hidden.is_cuda:
-            torch.cuda.synchronize(hidden.device)
+            # NOTE: this stream only: a device-wide sync would also wait for the codec's side
+            # stream and undo the overlap of step N's codec with step N+1's forward.
+            torch.cuda.current_stream(hidden.device).synchronize()
         forward_seconds = time.perf_counter() - started
         if head_out is None:
             return StepResult(forward_seconds=forward_seconds)
