@@ -57,10 +57,6 @@ def start_server(
 ) -> LiveServer:
     config = engine_config(str(ensure_tiny_random()), num_blocks=num_blocks, **scheduler)
     config.num_threads = 1
-    # NOTE: tests compare responses byte for byte (same seed, pcm vs SSE). Adaptive chunking picks
-    # chunk boundaries by wall-clock slack, and seams differ by ~1e-3, so fixed chunking here;
-    # adaptive chunking has its own tests (tests/model/test_streaming_codec.py).
-    config.streaming.urgent_slack_seconds = None
     return LiveServer(create_app(config, ApiSettings(api_key=api_key, **(settings or FAST_SETTINGS))))
 
 

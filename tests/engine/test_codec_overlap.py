@@ -66,8 +66,9 @@ def run_rounds(overlap: CodecOverlap, lengths: dict[str, int], rounds: int) -> d
 
 
 LENGTHS = {"a": 3, "b": 11, "c": 17, "d": 1}
+# Fixed chunking (no wall-clock urgency), so the direct and deferred runs cut the same windows.
 CONFIG = StreamingConfig(first_chunk_frames=1, chunk_frames=3, left_context_frames=2,
-                         lookahead_frames=1, crossfade_samples=4)
+                         lookahead_frames=1, crossfade_samples=4, urgent_slack_seconds=None)
 
 
 def test_deferred_audio_is_the_same_chunks_one_step_later():
