@@ -13,6 +13,7 @@ from multiprocessing.connection import Connection
 from queue import Empty, Queue
 from typing import Callable
 
+import setproctitle
 import torch
 
 from engine.config import EngineConfig
@@ -107,6 +108,8 @@ def pipe_receiver(conn: Connection) -> Receive:
 
 def core_process_main(config: EngineConfig, conn: Connection) -> None:
     """Entry point of the engine core process."""
+    # Named so `ps`, `top` and py-spy show the core as itself, not as a multiprocessing stub.
+    setproctitle.setproctitle(CORE_THREAD_NAME)
     threading.current_thread().name = CORE_THREAD_NAME
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     threads = config.core_threads()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,6 +37,10 @@ def test_concurrent_requests_stream_in_order_and_finish_once(tiny_model, mode):
             assert client.is_ready
             results = await asyncio.gather(*(collect(client, f"hello {i}", 42, i) for i in range(6)))
             await asyncio.sleep(0.6)  # one stats interval
+            if client.core_pid is not None:
+                # The core names itself, so ps and py-spy show what it is.
+                cmdline = Path(f"/proc/{client.core_pid}/cmdline").read_bytes()
+                assert cmdline.startswith(b"chorus-engine-core"), cmdline
             return results, client.stats, client.core_pid
 
     results, stats, pid = run(main())
