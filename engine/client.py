@@ -122,9 +122,6 @@ class EngineClient:
             if not finished and not self._dead:
                 self._post(AbortRequest(request_id))
 
-    def abort(self, request_id: str) -> None:
-        self._post(AbortRequest(request_id))
-
     # ---- transport -------------------------------------------------------------------------
 
     def _post(self, message: object) -> None:

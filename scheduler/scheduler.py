@@ -69,9 +69,6 @@ class Scheduler:
 
     abort = finish
 
-    def get(self, request_id: str) -> Sequence | None:
-        return self._by_id.get(request_id)
-
     @property
     def num_unfinished(self) -> int:
         return len(self._by_id)
