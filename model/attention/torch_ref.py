@@ -43,16 +43,20 @@ class TorchReferenceBackend(AttentionBackend):
         _write_new_kv(kv_cache, key, value, meta.slot_mapping)
 
         plan = self._plan_for(meta, query.device)
-        padded_query = query.new_zeros(num_seqs * max_query_len, num_heads, head_dim)
-        padded_query.index_copy_(0, plan.padded_rows, query)
-        padded_query = padded_query.view(num_seqs, max_query_len, num_heads, head_dim).transpose(1, 2)
+        decode_only = max_query_len == 1  # one query per sequence: the flat batch is already padded
+        if decode_only:
+            padded_query = query.view(num_seqs, 1, num_heads, head_dim).transpose(1, 2)
+        else:
+            padded_query = query.new_zeros(num_seqs * max_query_len, num_heads, head_dim)
+            padded_query.index_copy_(0, plan.padded_rows, query)
+            padded_query = padded_query.view(num_seqs, max_query_len, num_heads, head_dim).transpose(1, 2)
         keys, values = _gather_kv(kv_cache, meta, plan.block_ids, query.dtype)
         out = F.scaled_dot_product_attention(
             padded_query, keys, values, attn_mask=plan.visible, scale=scale,
             enable_gqa=num_heads != keys.shape[1],
         )
         out = out.transpose(1, 2).reshape(num_seqs * max_query_len, num_heads, head_dim)
-        return out.index_select(0, plan.padded_rows)
+        return out if decode_only else out.index_select(0, plan.padded_rows)
 
     def _plan_for(self, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
         # NOTE: keyed on the metadata object itself (kept alive here), so a new step never reuses
