@@ -25,6 +25,10 @@ async def _say(args: argparse.Namespace) -> int:
     config = engine_config_from_args(args)
     async with EngineClient(config) as client:
         voice = args.voice or client.frontend.voices[0]
+        if args.speed != 1.0 and not client.frontend.controls_speed:
+            print(f"error: {client.frontend.model_name} has no rate control; the HTTP API's speed "
+                  "time-stretches its audio instead", file=sys.stderr)
+            return 2
         params = client.frontend.default_sampling()
         if args.seed is not None:
             params.seed = args.seed
@@ -34,7 +38,7 @@ async def _say(args: argparse.Namespace) -> int:
             wav.setnchannels(1)
             wav.setsampwidth(2)
             wav.setframerate(client.sample_rate)
-            async for chunk in client.synthesize(args.text, voice, params):
+            async for chunk in client.synthesize(args.text, voice, params, speed=args.speed):
                 wav.writeframes(pcm16(chunk.pcm))
                 if chunk.finished:
                     m = chunk.metrics
@@ -70,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--voice", default=None)
     say.add_argument("--seed", type=int, default=None)
     say.add_argument("--max-tokens", type=int, default=None)
+    say.add_argument("--speed", type=float, default=1.0, help="speaking rate (models with rate control: joe)")
     add_engine_args(say)
     say.set_defaults(engine_mode="inproc")
     serve = sub.add_parser("serve", help="start the HTTP server")

@@ -6,13 +6,12 @@ import argparse
 from engine.config import EngineConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
-from model.codecs.streaming import StreamingConfig
 from model.config import ModelConfig
 from scheduler.config import SchedulerConfig
 
 
 # NOTE: slots dataclasses keep no class-level defaults, so defaults come from instances.
-_MODEL, _CACHE, _SCHED, _STREAM = ModelConfig(), CacheConfig(), SchedulerConfig(), StreamingConfig()
+_MODEL, _CACHE, _SCHED = ModelConfig(), CacheConfig(), SchedulerConfig()
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -36,16 +35,28 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--max-waiting", type=int, default=_SCHED.max_waiting)
     sched.add_argument("--policy", choices=("fcfs", "priority"), default="fcfs")
     stream = parser.add_argument_group("streaming codec")
-    stream.add_argument("--first-chunk-frames", type=int, default=_STREAM.first_chunk_frames)
-    stream.add_argument("--chunk-frames", type=int, default=_STREAM.chunk_frames)
-    stream.add_argument("--lookahead-frames", type=int, default=_STREAM.lookahead_frames)
+    # Defaults are the model family's own (its codec's context needs differ); a flag overrides one field.
+    stream.add_argument("--first-chunk-frames", type=int, default=None)
+    stream.add_argument("--chunk-frames", type=int, default=None)
+    stream.add_argument("--lookahead-frames", type=int, default=None)
+    stream.add_argument("--urgent-chunk-frames", type=int, default=None)
     stream.add_argument(
-        "--urgent-slack-seconds", type=float, default=_STREAM.urgent_slack_seconds,
+        "--urgent-slack-seconds", type=float, default=None,
         help="emit single frames when a stream's buffered audio would run out within this (-1: never)",
     )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
+
+
+def streaming_overrides(args: argparse.Namespace) -> dict:
+    given = {name: getattr(args, name) for name in
+             ("first_chunk_frames", "chunk_frames", "lookahead_frames", "urgent_slack_seconds",
+              "urgent_chunk_frames")}
+    overrides = {name: value for name, value in given.items() if value is not None}
+    if overrides.get("urgent_slack_seconds", 0) < 0:
+        overrides["urgent_slack_seconds"] = None
+    return overrides
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
@@ -72,12 +83,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             policy=args.policy,
             max_waiting=args.max_waiting,
         ),
-        streaming=StreamingConfig(
-            first_chunk_frames=args.first_chunk_frames,
-            chunk_frames=args.chunk_frames,
-            lookahead_frames=args.lookahead_frames,
-            urgent_slack_seconds=None if args.urgent_slack_seconds < 0 else args.urgent_slack_seconds,
-        ),
+        streaming_overrides=streaming_overrides(args),
         gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs),
         mode=args.engine_mode,
         num_threads=args.num_threads,

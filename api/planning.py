@@ -15,17 +15,20 @@ def plan_segments(
     settings: ApiSettings,
     context_tokens: int,
     seed: int | None = None,
+    speed: float = 1.0,
 ) -> list[Segment]:
-    """One segment when the whole text fits (prompt + its output budget within the context),
-    otherwise the fewest sentence-aligned segments that each fit."""
+    """One segment when the whole text fits (prompt + its outputs within the context: known
+    exactly when prompt processing fixes the length, else the text's output budget), otherwise
+    the fewest sentence-aligned segments that each fit."""
     base: SamplingParams = frontend.default_sampling()
 
     def output_budget(piece: str) -> int:
         return min(base.max_tokens, settings.max_tokens_for(piece))
 
     def fits(piece: str) -> bool:
-        prompt_tokens = len(frontend.prepare(piece, voice).token_ids)
-        return prompt_tokens + output_budget(piece) <= context_tokens
+        prompt = frontend.prepare(piece, voice, speed)
+        outputs = frontend.expected_outputs(prompt)
+        return len(prompt.token_ids) + (output_budget(piece) if outputs is None else outputs) <= context_tokens
 
     stripped = text.strip()
     pieces = [stripped] if fits(stripped) else split_text(text, fits)

@@ -68,8 +68,11 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
             400, f"response_format '{body.response_format}' supports sample_rate {', '.join(map(str, rates))}; "
             f"got {rate}", "invalid_value", "sample_rate",
         )
-    segments = plan_segments(body.input, voice, engine.frontend, state.settings, state.context_tokens, body.seed)
-    synthesis = SegmentedSynthesis(engine, segments, voice)
+    # A model with its own rate control speaks at `speed`; for others the pipeline time-stretches.
+    model_speed = body.speed if engine.frontend.controls_speed else 1.0
+    segments = await asyncio.to_thread(plan_segments, body.input, voice, engine.frontend, state.settings,
+                                       state.context_tokens, body.seed, model_speed)
+    synthesis = SegmentedSynthesis(engine, segments, voice, model_speed)
     try:
         await synthesis.start()
     except BaseException as exc:
@@ -78,7 +81,7 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
         if error is None:
             raise
         raise error from exc
-    return synthesis, AudioPipeline(body.response_format, engine.sample_rate, rate, body.speed)
+    return synthesis, AudioPipeline(body.response_format, engine.sample_rate, rate, body.speed / model_speed)
 
 
 def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:

@@ -43,12 +43,13 @@ class SegmentedSynthesis:
     next); `close` aborts whatever is still open. Errors that stop segment 0 before any audio
     (full queue, bad prompt) surface from `start`, so the caller can still answer with a status."""
 
-    def __init__(self, client: EngineClient, segments: list[Segment], voice: str) -> None:
+    def __init__(self, client: EngineClient, segments: list[Segment], voice: str, speed: float = 1.0) -> None:
         if not segments:
             raise ValueError("nothing to synthesize")
         self._client = client
         self._segments = segments
         self._voice = voice
+        self._speed = speed
         self._queues: list[asyncio.Queue] = []
         self._tasks: list[asyncio.Task] = []
         self._first: AudioChunk | None = None
@@ -115,7 +116,7 @@ class SegmentedSynthesis:
 
     async def _pump(self, segment: Segment, queue: asyncio.Queue) -> None:
         try:
-            async for chunk in self._client.synthesize(segment.text, self._voice, segment.params):
+            async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed):
                 queue.put_nowait(chunk)
         except Exception as exc:  # handed to the consumer, which raises it in order
             queue.put_nowait(exc)

@@ -27,6 +27,7 @@ from benchmarks.corpus import BenchRequest, CorpusConfig, build_corpus
 from benchmarks.drivers import Driver, EngineDriver, HttpDriver
 from benchmarks.trace import RequestTrace, summarize
 from benchmarks.workloads import RunResult, closed_loop, poisson
+from model.codecs.streaming import StreamingConfig
 from model.families.orpheus.layout import FRAME_TOKENS
 
 SYSTEMS = {"engine": "chorus engine", "sequential": "sequential", "static": "static batching",
@@ -44,10 +45,12 @@ def build_driver(system: str, args: argparse.Namespace) -> Driver:
     from benchmarks.baselines import ContinuousBatchingDriver, GenerateBatchDriver, SharedModel
 
     shared = SharedModel(config.model)
+    # The baselines decode SNAC like the engine's Orpheus family does, flags included.
+    streaming = config.resolved_streaming(StreamingConfig())
     if system == "cb":
-        return ContinuousBatchingDriver(shared, config.streaming, config.scheduler.max_num_batched_tokens,
+        return ContinuousBatchingDriver(shared, streaming, config.scheduler.max_num_batched_tokens,
                                         max_context=2048, max_streams=max(args.concurrency))
-    return GenerateBatchDriver(shared, config.streaming, 1 if system == "sequential" else max(args.concurrency),
+    return GenerateBatchDriver(shared, streaming, 1 if system == "sequential" else max(args.concurrency),
                                SYSTEMS[system])
 
 
@@ -130,6 +133,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     run.add_argument("--no-plot", action="store_true")
     add_engine_args(parser)
+    # The baselines run Orpheus checkpoints through transformers: the workload is Orpheus-shaped.
+    parser.set_defaults(model="tiny-random")
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():

@@ -35,7 +35,8 @@ WORK=$(mktemp -d)
 mkdir -p "$OUT"
 cd "$ROOT"
 
-"$PY" -m api.cli serve --host 127.0.0.1 --port "$PORT" "$@" >"$WORK/server.log" 2>&1 &
+# The load is Orpheus-shaped (voice tara): tiny-random unless a later --model overrides it.
+"$PY" -m api.cli serve --host 127.0.0.1 --port "$PORT" --model tiny-random "$@" >"$WORK/server.log" 2>&1 &
 SERVER=$!
 cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT

@@ -93,10 +93,14 @@ class EngineClient:
         params: SamplingParams | None = None,
         request_id: str | None = None,
         priority: int = 0,
+        speed: float = 1.0,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
-        full queue), VoiceNotFoundError, or EngineDeadError."""
-        prompt = self.frontend.prepare(text, voice)
+        full queue), VoiceNotFoundError, or EngineDeadError. `speed` reaches models that control
+        their own rate (`frontend.controls_speed`); for others the caller time-stretches."""
+        # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes milliseconds
+        # that would otherwise stall every other stream's chunks on this event loop.
+        prompt = await asyncio.to_thread(self.frontend.prepare, text, voice, speed)
         request_id = request_id or uuid.uuid4().hex
         params = params or self.frontend.default_sampling()
         if self._dead:

@@ -49,7 +49,7 @@ class EngineCore:
         attach_decode_graphs(
             self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
         )
-        self.codec = StreamingDecoder(self.family.codec, config.streaming)
+        self.codec = StreamingDecoder(self.family.codec, config.resolved_streaming(self.family.default_streaming))
         self.codec_overlap = CodecOverlap(self.codec, codec_runner_for(self.device, config.gpu))
         self.sample_rate = self.family.codec.sample_rate
         self.requests: dict[str, Request] = {}

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from model.codecs.base import FrameCodec
+from model.codecs.streaming import StreamingConfig
 from model.sampling import SamplingParams
 
 
@@ -77,6 +78,11 @@ class SpeechFamily(ABC):
     @abstractmethod
     def max_model_len(self) -> int: ...
 
+    @property
+    def default_streaming(self) -> StreamingConfig:
+        """How the codec's windows are cut unless the engine config says otherwise."""
+        return StreamingConfig()
+
     @abstractmethod
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> StreamState: ...
 
@@ -105,9 +111,16 @@ class PromptFrontend(ABC):
     model_name: str
     sample_rate: int
     voices: tuple[str, ...]
+    # True when the model itself speaks faster or slower (`prepare(speed=...)`); otherwise the
+    # API time-stretches the audio and passes speed 1.0.
+    controls_speed: bool = False
 
     @abstractmethod
-    def prepare(self, text: str, voice: str) -> SpeechPrompt: ...
+    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt: ...
+
+    def expected_outputs(self, prompt: SpeechPrompt) -> int | None:
+        """How many outputs `prompt` will produce, when prompt processing already knows it."""
+        return None
 
     @abstractmethod
     def default_sampling(self) -> SamplingParams: ...

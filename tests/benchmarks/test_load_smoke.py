@@ -26,7 +26,7 @@ def test_quick_run_engine_against_sequential(tmp_path, chorus_cache):
     assert [s["key"] for s in written["systems"]] == ["engine", "sequential"]
     assert len(written["targets"]) == 3
 
-    spf = load_family(ModelConfig(device="cpu")).codec.samples_per_frame
+    spf = load_family(ModelConfig(model="tiny-random", device="cpu")).codec.samples_per_frame
     corpus = build_corpus(QUICK["corpus_size"], CorpusConfig(max_audio_seconds=QUICK["max_audio_seconds"],
                                                              min_audio_seconds=QUICK["max_audio_seconds"]))
     for system in report["systems"]:

@@ -34,7 +34,8 @@ class OrpheusFrontend(PromptFrontend):
         voices = tuple(chorus_section.get("voices", ENGLISH_VOICES))
         return cls(model_name, tokenizer, OrpheusTokenLayout.from_config(chorus_section), voices)
 
-    def prepare(self, text: str, voice: str) -> SpeechPrompt:
+    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
+        # NOTE: Orpheus has no rate control (controls_speed is False): the API time-stretches.
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
         text_ids = self.tokenizer.encode(f"{voice}: {text}").ids
