@@ -15,7 +15,7 @@ require_voice_packages()
 
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import StreamingDecoder
-from model.voices.joe.codec import JOE_STREAMING, HifiGanFrameCodec, load_joe_codec
+from model.voices.joe.codec import JOE_STREAMING, HifiGanFrameCodec, OnnxHifiGanFrameCodec, load_joe_codec
 from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, TeacherScales, open_session
 
 PARITY = 1e-4
@@ -23,7 +23,7 @@ PARITY = 1e-4
 
 @pytest.fixture(scope="module")
 def codec() -> HifiGanFrameCodec:
-    return load_joe_codec()
+    return load_joe_codec(backend="torch")
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,13 @@ def test_port_equals_onnx_decoder(codec, latents):
     assert actual.shape == expected.shape == (z.shape[0] * 256,)
     assert np.abs(expected).max() > 0.1  # real speech, not a silent pass
     assert np.abs(actual - expected).max() < PARITY
+
+
+def test_onnxruntime_runner_equals_the_port_on_batches(codec, latents):
+    served = load_joe_codec()  # what the CPU serves with
+    assert isinstance(served, OnnxHifiGanFrameCodec)
+    frames = torch.stack([latents[0][:40], latents[1][:40]])
+    np.testing.assert_allclose(served.decode(frames).numpy(), codec.decode(frames).numpy(), atol=PARITY)
 
 
 def test_decoder_equals_full_teacher_audio(codec, latent_frontend):
