@@ -1,0 +1,63 @@
+"""Prompt processing of the built-in voice (runs in the API process): text → phonemes →
+durations and time-aligned prior through the teacher's front end."""
+from __future__ import annotations
+
+import math
+import threading
+
+from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
+from model.sampling import SamplingParams
+from model.voices.joe.family import STEP_SLOT_ID
+from model.voices.joe.frontend import TeacherFrontend
+from model.voices.joe.student import StudentConfig
+
+JOE_VOICES = ("joe",)
+RECENT_PROMPTS = 32
+
+
+class JoePromptFrontend(PromptFrontend):
+    """Builds `phoneme ids + [step slot]` with the prior [T, 192] as conditioning. Speaking rate
+    is the duration model's length scale (1 / speed), so a faster request has fewer frames and
+    the same pitch; `controls_speed` tells the API not to time-stretch afterwards."""
+
+    controls_speed = True
+
+    def __init__(self, config: StudentConfig, model_name: str = "joe") -> None:
+        self.model_name = model_name
+        self.voices = JOE_VOICES
+        self.config = config
+        self.teacher = TeacherFrontend()
+        self.sample_rate = self.teacher.sample_rate
+        self._recent: dict[tuple[str, float], SpeechPrompt] = {}
+        self._lock = threading.Lock()  # prepare runs on worker threads
+
+    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
+        if voice not in self.voices:
+            raise VoiceNotFoundError(voice, self.voices)
+        if not speed > 0:
+            raise ValueError(f"speed must be > 0, got {speed}")
+        with self._lock:
+            cached = self._recent.get((text, speed))
+        if cached is None:
+            cached = self._prepare(text, speed)
+            # The API prepares each segment twice (planning, then the request): keep a few.
+            with self._lock:
+                self._recent[(text, speed)] = cached
+                while len(self._recent) > RECENT_PROMPTS:
+                    self._recent.pop(next(iter(self._recent)))
+        return SpeechPrompt(list(cached.token_ids), cached.conditioning, cached.num_frames,
+                            cached.cache_salt, cached.num_text_tokens)
+
+    def _prepare(self, text: str, speed: float) -> SpeechPrompt:
+        prompt = self.teacher.speech_prompt(text, length_scale=1.0 / speed)
+        prompt.token_ids.append(STEP_SLOT_ID)
+        # The step slot's input depends on the prior, which the phonemes fix up to the length scale.
+        prompt.cache_salt = f"{self.model_name}:length_scale={1.0 / speed!r}"
+        return prompt
+
+    def expected_outputs(self, prompt: SpeechPrompt) -> int | None:
+        return math.ceil(prompt.num_frames / self.config.frames_per_step)
+
+    def default_sampling(self) -> SamplingParams:
+        # The student regresses its frames: nothing is sampled, and the length is the prompt's.
+        return SamplingParams(temperature=0.0, max_tokens=8192)
