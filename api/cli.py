@@ -25,9 +25,10 @@ async def _say(args: argparse.Namespace) -> int:
     config = engine_config_from_args(args)
     async with EngineClient(config) as client:
         voice = args.voice or client.frontend.voices[0]
-        if args.speed != 1.0 and not client.frontend.controls_speed:
-            print(f"error: {client.frontend.model_name} has no rate control; the HTTP API's speed "
-                  "time-stretches its audio instead", file=sys.stderr)
+        if client.frontend.model_speed(args.speed) != args.speed:
+            low, high = client.frontend.speed_range
+            print(f"error: {client.frontend.model_name} speaks at speeds {low}-{high}; the HTTP API "
+                  "time-stretches beyond that", file=sys.stderr)
             return 2
         params = client.frontend.default_sampling()
         if args.seed is not None:
@@ -117,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "say":
-        return asyncio.run(_say(args))
+        try:
+            return asyncio.run(_say(args))
+        except ValueError as exc:  # bad text or voice, a refused request: say why, no traceback
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return _serve(args)
 
 

@@ -68,10 +68,15 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
             400, f"response_format '{body.response_format}' supports sample_rate {', '.join(map(str, rates))}; "
             f"got {rate}", "invalid_value", "sample_rate",
         )
-    # A model with its own rate control speaks at `speed`; for others the pipeline time-stretches.
-    model_speed = body.speed if engine.frontend.controls_speed else 1.0
-    segments = await asyncio.to_thread(plan_segments, body.input, voice, engine.frontend, state.settings,
-                                       state.context_tokens, body.seed, model_speed)
+    # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
+    model_speed = engine.frontend.model_speed(body.speed)
+    try:
+        segments = await asyncio.to_thread(plan_segments, body.input, voice, engine.frontend, state.settings,
+                                           state.context_tokens, body.seed, model_speed)
+    except ValueError as exc:
+        # Besides an unknown voice: the front end found nothing it can speak (only punctuation).
+        error = _as_api_error(exc, state.settings.retry_after_seconds)
+        raise error or ApiError(400, f"The input cannot be spoken: {exc}", "invalid_value", "input") from exc
     synthesis = SegmentedSynthesis(engine, segments, voice, model_speed)
     try:
         await synthesis.start()

@@ -97,7 +97,7 @@ class EngineClient:
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
         full queue), VoiceNotFoundError, or EngineDeadError. `speed` reaches models that control
-        their own rate (`frontend.controls_speed`); for others the caller time-stretches."""
+        their own rate, within `frontend.speed_range`; the caller time-stretches the rest."""
         # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes milliseconds
         # that would otherwise stall every other stream's chunks on this event loop.
         prompt = await asyncio.to_thread(self.frontend.prepare, text, voice, speed)

@@ -111,9 +111,14 @@ class PromptFrontend(ABC):
     model_name: str
     sample_rate: int
     voices: tuple[str, ...]
-    # True when the model itself speaks faster or slower (`prepare(speed=...)`); otherwise the
-    # API time-stretches the audio and passes speed 1.0.
-    controls_speed: bool = False
+    # The speeds the model itself can speak at (`prepare(speed=...)`, through its durations);
+    # (1, 1) for a model without rate control. The API asks the model for the nearest speed in
+    # range and time-stretches the rest.
+    speed_range: tuple[float, float] = (1.0, 1.0)
+
+    def model_speed(self, speed: float) -> float:
+        low, high = self.speed_range
+        return min(max(speed, low), high)
 
     @abstractmethod
     def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt: ...

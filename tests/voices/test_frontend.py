@@ -55,7 +55,7 @@ def test_length_scale_stretches_durations(frontend):
 
 
 def test_speech_prompt(frontend):
-    prompt = frontend.speech_prompt("Hello world.", length_scale=1.0)
+    prompt = frontend.speech_prompt("Hello world.")
     result = frontend.run("Hello world.")
     assert prompt.token_ids == result.phoneme_ids.tolist()
     assert prompt.num_frames == result.num_frames == prompt.conditioning.shape[0]
@@ -65,3 +65,29 @@ def test_speech_prompt(frontend):
 def test_empty_text_is_refused(frontend):
     with pytest.raises(ValueError, match="nothing to speak"):
         frontend.run("   ")
+
+
+def test_prompt_frontend_adds_the_step_slot_and_scales_by_speed(chorus_cache):
+    from model.voices.joe.family import STEP_SLOT_ID
+    from model.voices.joe.prompt import JoePromptFrontend
+    from model.voices.joe.student import StudentConfig
+
+    frontend = JoePromptFrontend(StudentConfig(frames_per_step=4))
+    prompt = frontend.prepare(TEXT, "joe")
+    assert prompt.token_ids[-1] == STEP_SLOT_ID and prompt.num_text_tokens == len(prompt.token_ids) - 1
+    assert frontend.expected_outputs(prompt) == -(-prompt.num_frames // 4)
+    again = frontend.prepare(TEXT, "joe")  # served from the recent-prompt cache, as a fresh copy
+    assert again.token_ids == prompt.token_ids and again.token_ids is not prompt.token_ids
+    # Exact to a frame per sentence although the voice rounds every phoneme's duration up.
+    for speed in (0.5, 0.8, 1.25, 2.0):
+        scaled = frontend.prepare(TEXT, "joe", speed=speed)
+        assert abs(scaled.num_frames - prompt.num_frames / speed) <= 2, speed
+    fast = frontend.prepare(TEXT, "joe", speed=2.0)
+    # Prefix-cache entries must not mix rates: the step slot's input depends on the prior.
+    assert fast.cache_salt != prompt.cache_salt
+    with pytest.raises(ValueError, match="speed"):
+        frontend.prepare(TEXT, "joe", speed=0.0)
+    # Beyond ~2x every phoneme is down to one frame: the API stretches the rest.
+    assert frontend.model_speed(3.0) == 2.0 and frontend.model_speed(0.25) == 0.5
+    with pytest.raises(ValueError, match="unknown voice"):
+        frontend.prepare(TEXT, "tara")

@@ -35,7 +35,7 @@ class OrpheusFrontend(PromptFrontend):
         return cls(model_name, tokenizer, OrpheusTokenLayout.from_config(chorus_section), voices)
 
     def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
-        # NOTE: Orpheus has no rate control (controls_speed is False): the API time-stretches.
+        # NOTE: Orpheus has no rate control (speed_range (1, 1)): the API time-stretches.
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
         text_ids = self.tokenizer.encode(f"{voice}: {text}").ids

@@ -17,10 +17,11 @@ RECENT_PROMPTS = 32
 
 class JoePromptFrontend(PromptFrontend):
     """Builds `phoneme ids + [step slot]` with the prior [T, 192] as conditioning. Speaking rate
-    is the duration model's length scale (1 / speed), so a faster request has fewer frames and
-    the same pitch; `controls_speed` tells the API not to time-stretch afterwards."""
+    goes through the duration model (a faster request has fewer frames, the same pitch) within
+    `speed_range`: every phoneme keeps at least one frame, so beyond about 2x only a
+    time-stretch (the API's) can go faster."""
 
-    controls_speed = True
+    speed_range = (0.5, 2.0)
 
     def __init__(self, config: StudentConfig, model_name: str = "joe") -> None:
         self.model_name = model_name
@@ -49,10 +50,10 @@ class JoePromptFrontend(PromptFrontend):
                             cached.cache_salt, cached.num_text_tokens)
 
     def _prepare(self, text: str, speed: float) -> SpeechPrompt:
-        prompt = self.teacher.speech_prompt(text, length_scale=1.0 / speed)
+        prompt = self.teacher.speech_prompt(text, speed)
         prompt.token_ids.append(STEP_SLOT_ID)
         # The step slot's input depends on the prior, which the phonemes fix up to the length scale.
-        prompt.cache_salt = f"{self.model_name}:length_scale={1.0 / speed!r}"
+        prompt.cache_salt = f"{self.model_name}:speed={speed!r}"
         return prompt
 
     def expected_outputs(self, prompt: SpeechPrompt) -> int | None:

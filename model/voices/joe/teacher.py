@@ -32,6 +32,8 @@ PHONEME_IDS, PHONEME_LENGTHS, SCALES = "input", "input_lengths", "scales"
 AUDIO = "output"
 LATENT = "/Mul_7_output_0"
 DURATIONS = "/Ceil_output_0"
+# exp(log-duration) per phoneme before the length scale and the ceil: what rate control needs.
+RAW_DURATIONS = "/Mul_output_0"
 PRIOR = "/Transpose_3_output_0"
 DECODER_PREFIX = "dec."
 
@@ -47,7 +49,7 @@ class GraphCut:
 
 _PHONEME_INPUTS = (PHONEME_IDS, PHONEME_LENGTHS, SCALES)
 # Prompt processing: no flow, no decoder.
-PROMPT_CUT = GraphCut("prompt", _PHONEME_INPUTS, (DURATIONS, PRIOR))
+PROMPT_CUT = GraphCut("prompt-v2", _PHONEME_INPUTS, (DURATIONS, PRIOR, RAW_DURATIONS))
 # Training data: everything but the decoder, which costs 2/3 of a full run.
 LATENT_CUT = GraphCut("latent", _PHONEME_INPUTS, (DURATIONS, PRIOR, LATENT))
 FULL_CUT = GraphCut("full", _PHONEME_INPUTS, (DURATIONS, PRIOR, LATENT, AUDIO))
@@ -136,6 +138,7 @@ class TeacherOutput:
     prior: np.ndarray
     latent: np.ndarray | None = None
     audio: np.ndarray | None = None
+    raw_durations: np.ndarray | None = None  # float32 frames per id at length scale 1, before the ceil
 
     @property
     def num_frames(self) -> int:
@@ -176,4 +179,5 @@ class Teacher:
 
         durations = named[DURATIONS].reshape(-1).astype(np.int64)
         audio = named[AUDIO].reshape(-1) if AUDIO in named else None
-        return TeacherOutput(ids, durations, frames(PRIOR), frames(LATENT), audio)
+        raw = named[RAW_DURATIONS].reshape(-1) if RAW_DURATIONS in named else None
+        return TeacherOutput(ids, durations, frames(PRIOR), frames(LATENT), audio, raw)
