@@ -150,7 +150,7 @@ class JoeStudent(nn.Module):
         config = {"family": FAMILY, **asdict(self.config)}
         (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
         # NOTE: statistics stay float32: they are tiny and fp16 would shift every frame.
-        state = {k: (v if "mean" in k or "std" in k else v.to(dtype)).contiguous()
+        state = {k: (v if "mean" in k or "std" in k else v.to(dtype)).cpu().contiguous()
                  for k, v in self.state_dict().items()}
         save_file(state, str(folder / WEIGHTS_FILE))
 

@@ -14,6 +14,8 @@ import argparse
 import hashlib
 import json
 import math
+import os
+import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,12 +73,14 @@ class Trainer:
     identify exactly which batches have been trained on, so a resume skips precisely those."""
 
     def __init__(self, config: TrainConfig, model_config: StudentConfig, data: Path, out: Path,
-                 limit: int | None = None) -> None:
+                 limit: int | None = None, device: str = "cpu") -> None:
         self.config, self.out = config, out
         torch.manual_seed(config.seed)
         self.train_split, self.valid_split = load_splits(data, model_config.frames_per_step, limit=limit)
         self.student = JoeStudent(model_config)
         self._set_statistics()
+        # Batches are built on the CPU; forward_steps moves them to the model's device.
+        self.student.to(device)
         decay = [p for n, p in self.student.named_parameters() if p.dim() >= 2]
         rest = [p for n, p in self.student.named_parameters() if p.dim() < 2]
         self.optimizer = torch.optim.AdamW(
@@ -85,6 +89,8 @@ class Trainer:
         )
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         self.history: list[dict] = []
+        self.elapsed_seconds = 0.0  # training wall time over every session of this run
+        self.device = device
         self.data = data
 
     def _set_statistics(self) -> None:
@@ -99,7 +105,7 @@ class Trainer:
         state = {"model": self.student.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                  "history": self.history, "config": asdict(self.config),
-                 "student_config": asdict(self.student.config)}
+                 "student_config": asdict(self.student.config), "elapsed_seconds": self.elapsed_seconds}
         staging = self.out / (CHECKPOINT + ".tmp")
         torch.save(state, staging)
         staging.replace(self.out / CHECKPOINT)
@@ -108,11 +114,12 @@ class Trainer:
         path = self.out / CHECKPOINT
         if not path.is_file():
             return False
-        state = torch.load(path, weights_only=False)
+        state = torch.load(path, weights_only=False, map_location=self.student.prior_mean.device)
         self.student.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         self.history = state["history"]
+        self.elapsed_seconds = state.get("elapsed_seconds", 0.0)
         return True
 
     def train(self, stop_at: int | None = None) -> None:
@@ -120,8 +127,7 @@ class Trainer:
         as a killed run would be, that a later call resumes from the checkpoint)."""
         cfg = self.config
         last_step = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
-        started = time.monotonic()
-        last_checkpoint = started
+        mark = last_checkpoint = time.monotonic()
         self.student.train()
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True)
         while self.step < last_step:
@@ -134,14 +140,18 @@ class Trainer:
                 bar.set_postfix(loss=f"{loss:.4f}", epoch=self.epoch, lr=f"{cfg.lr_at(self.step):.2e}")
                 if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
                     valid = validation_loss(self.student, self.valid_split, cfg.max_tokens)
+                    minutes = (self.elapsed_seconds + time.monotonic() - mark) / 60
                     self.history.append({"step": self.step, "train_l1": round(loss, 5), "valid_l1": round(valid, 5),
-                                         "epoch": self.epoch, "minutes": round((time.monotonic() - started) / 60, 2)})
+                                         "epoch": self.epoch, "minutes": round(minutes, 2)})
                     tqdm.write(json.dumps(self.history[-1]))
                 now = time.monotonic()
+                # Wall time accumulates across resumed sessions; `minutes` bounds the whole run.
+                self.elapsed_seconds += now - mark
+                mark = now
                 if now - last_checkpoint > cfg.checkpoint_minutes * 60:
                     self.save_checkpoint()
                     last_checkpoint = now
-                if self.step >= last_step or now - started > cfg.minutes * 60:
+                if self.step >= last_step or self.elapsed_seconds > cfg.minutes * 60:
                     break
             else:
                 self.epoch += 1
@@ -178,6 +188,9 @@ class Trainer:
             "data": self._data_summary(),
             "train": asdict(self.config),
             "steps_done": self.step,
+            "trained_on": {"device": self.device, "torch_threads": torch.get_num_threads(),
+                           "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+                           "torch": torch.__version__, "wall_minutes": round(self.elapsed_seconds / 60, 1)},
             "epochs_done": round(self.epoch + self.batch_in_epoch / max(1, self._batches_per_epoch()), 3),
             "history": self.history,
         }
@@ -215,13 +228,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames-per-step", type=int, default=StudentConfig().frames_per_step)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N utterances")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--export-only", action="store_true", help="export the checkpoint in --out, do not train")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     config = TrainConfig(steps=args.steps, minutes=args.minutes, max_tokens=args.max_tokens,
                          learning_rate=args.lr, warmup_steps=args.warmup, seed=args.seed)
-    trainer = Trainer(config, StudentConfig(frames_per_step=args.frames_per_step), args.data, args.out, args.limit)
+    trainer = Trainer(config, StudentConfig(frames_per_step=args.frames_per_step), args.data, args.out, args.limit,
+                      args.device)
     if trainer.try_resume():
         print(f"resumed at step {trainer.step} (epoch {trainer.epoch})")
     if not args.export_only:
