@@ -74,7 +74,10 @@ class EngineCore:
                 "(shorten the input or split it)",
                 "context_length_exceeded",
             )
-        stream = self.family.new_stream(prompt, params)
+        try:
+            stream = self.family.new_stream(prompt, params)
+        except ValueError as exc:  # a prompt this family cannot run: refuse it, keep the others going
+            raise RequestRejected(str(exc), "invalid_prompt") from exc
         seq = Sequence(
             request_id=request_id,
             num_prompt_tokens=prompt_len,

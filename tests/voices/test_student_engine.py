@@ -12,6 +12,7 @@ from tests.voices import require_voice_packages
 require_voice_packages()
 
 from engine.core import EngineCore
+from engine.errors import RequestRejected
 from model.sampling import SamplingParams
 from model.families.base import SpeechPrompt
 from model.voices.joe.codec import load_joe_codec
@@ -98,7 +99,11 @@ def test_preemption_changes_nothing(student, codec):
                                    np.concatenate([c.pcm for c in roomy_chunks[rid]]), atol=1e-5)
 
 
-def test_a_prompt_without_prior_is_refused(student, codec):
-    family = JoeFamily(student, codec, max_model_len=1024)
-    with pytest.raises(ValueError, match="prior"):
-        family.new_stream(SpeechPrompt(token_ids=[5, STEP_SLOT_ID]), SamplingParams())
+def test_a_prompt_without_prior_is_refused_and_others_go_on(student, codec):
+    core = EngineCore(engine_config("unused", num_blocks=64), family=JoeFamily(student, codec, max_model_len=1024))
+    core.add_request("good", prompt(1), SamplingParams())
+    with pytest.raises(RequestRejected, match="prior") as refused:
+        core.add_request("bad", SpeechPrompt(token_ids=[5, STEP_SLOT_ID]), SamplingParams())
+    assert refused.value.code == "invalid_prompt"
+    chunks = drain(core)
+    assert list(chunks) == ["good"] and chunks["good"][-1].finish_reason == "stop"
