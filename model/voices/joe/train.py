@@ -90,6 +90,7 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         self.history: list[dict] = []
         self.elapsed_seconds = 0.0  # training wall time over every session of this run
+        self.checkpoint_config: TrainConfig | None = None  # the settings the resumed checkpoint ran with
         self.device = device
         self.data = data
 
@@ -120,6 +121,7 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         self.history = state["history"]
         self.elapsed_seconds = state.get("elapsed_seconds", 0.0)
+        self.checkpoint_config = TrainConfig(**state["config"])
         return True
 
     def train(self, stop_at: int | None = None) -> None:
@@ -174,7 +176,7 @@ class Trainer:
         self.optimizer.step()
         return float(loss.detach())
 
-    def export(self, folder: Path) -> dict:
+    def export(self, folder: Path, note: str | None = None) -> dict:
         self.student.eval()
         self.student.save(folder)
         weights = folder / WEIGHTS_FILE
@@ -194,6 +196,8 @@ class Trainer:
             "epochs_done": round(self.epoch + self.batch_in_epoch / max(1, self._batches_per_epoch()), 3),
             "history": self.history,
         }
+        if note:
+            manifest["note"] = note
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return manifest
 
@@ -230,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--export-only", action="store_true", help="export the checkpoint in --out, do not train")
+    parser.add_argument("--note", default=None, help="a sentence for the manifest (how this run was done)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -239,10 +244,15 @@ def main(argv: list[str] | None = None) -> None:
                       args.device)
     if trainer.try_resume():
         print(f"resumed at step {trainer.step} (epoch {trainer.epoch})")
-    if not args.export_only:
+    elif args.export_only:
+        raise SystemExit(f"no checkpoint in {args.out} to export")
+    if args.export_only:
+        # The manifest describes the run that wrote the checkpoint, not this command's defaults.
+        trainer.config = trainer.checkpoint_config
+    else:
         trainer.train()
     export = args.export or args.out / "export"
-    manifest = trainer.export(export)
+    manifest = trainer.export(export, args.note)
     print(f"exported {manifest['weights_bytes'] / 1e6:.1f} MB to {export}")
 
 
