@@ -39,6 +39,11 @@ class StreamingConfig:
     # codec whose windows carry many context frames pays those for every chunk, so it takes
     # several frames at a time even when urgent.
     urgent_chunk_frames: int = 1
+    # When set, chunks after the first grow: each is as long as all the audio emitted before it
+    # (8, 8, 16, 32, ... frames), up to chunk_frames. While generation runs faster than real
+    # time the listener then always holds more audio than the next chunk takes to make, so a
+    # codec with costly windows can use long chunks without a stall after the first one.
+    grow_chunks: bool = False
     # Frames before the emitted span included in the window (the codec is not causal).
     left_context_frames: int = 3
     # Frames after the emitted span included in the window. SNAC's decoder sees about 2.5
@@ -264,6 +269,8 @@ class StreamingDecoder:
             step = config.first_chunk_frames
         elif self._is_urgent(stream, now):
             step = config.urgent_chunk_frames
+        elif config.grow_chunks:
+            step = min(config.chunk_frames, max(config.first_chunk_frames, stream.emitted))
         else:
             step = config.chunk_frames
         ready = stream.received - config.lookahead_frames - stream.emitted

@@ -320,6 +320,20 @@ def test_urgent_chunks_can_be_several_frames(codec):
     assert (chunk.frame_start, chunk.frame_end) == (1, 4)
 
 
+def test_growing_chunks_double_up_to_chunk_frames(codec):
+    config = StreamingConfig(first_chunk_frames=2, chunk_frames=8, grow_chunks=True, lookahead_frames=1,
+                             urgent_slack_seconds=None)
+    decoder = StreamingDecoder(codec, config)
+    decoder.open("s")
+    spans = []
+    for seed in range(40):
+        decoder.push("s", random_frames(1, seed=seed))
+        for chunk in decoder.decode_ready().values():
+            spans.append((chunk.frame_start, chunk.frame_end))
+    # 40 frames with 1 of lookahead: the next chunk (8 more) would need 41.
+    assert spans == [(0, 2), (2, 4), (4, 8), (8, 16), (16, 24), (24, 32)]
+
+
 def test_negative_urgent_slack_is_rejected():
     with pytest.raises(ValueError, match="urgent_slack_seconds"):
         StreamingConfig(urgent_slack_seconds=-1.0)
