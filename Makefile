@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 HOST ?= 127.0.0.1
 PORT ?= 8000
-MODEL ?= tiny-random
+MODEL ?= joe
 PYTEST_ARGS ?=
 
 .PHONY: serve test install install-dev clean
@@ -22,7 +22,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[dev,voice]"
+	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -11,10 +11,11 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 @dataclass(slots=True)
 class ModelConfig:
-    """`model` is a folder (config.json, *.safetensors, tokenizer.json) or a built-in name
-    (`tiny-random`); `codec` a SNAC folder, defaulting to the model folder's `codec/`."""
+    """`model` is a folder (an Orpheus checkpoint: config.json, *.safetensors, tokenizer.json;
+    or a joe student) or a built-in name (`joe`, `tiny-random`); `codec` a SNAC folder for
+    Orpheus, defaulting to the model folder's `codec/`."""
 
-    model: str = "tiny-random"
+    model: str = "joe"
     codec: str | None = None
     device: str = "auto"
     dtype: str = "auto"

@@ -13,12 +13,17 @@ from model.families.orpheus.frontend import OrpheusFrontend
 from model.families.orpheus.layout import OrpheusTokenLayout
 from model.llama.loader import load_llama
 from model.attention import get_attention_backend
+from model.voices.joe.student import SHIPPED_WEIGHTS, is_student_folder, read_config
 
-BUILTIN_MODELS = ("tiny-random",)
+# joe: the built-in English voice (weights in the repo); tiny-random: a random Orpheus-shaped
+# model for tests, written on first use.
+BUILTIN_MODELS = ("joe", "tiny-random")
 DEFAULT_MAX_MODEL_LEN = 8192
 
 
 def resolve_model_path(model: str) -> Path:
+    if model == "joe":
+        return SHIPPED_WEIGHTS
     if model == "tiny-random":
         from model.tiny_random import ensure_tiny_random
 
@@ -58,13 +63,23 @@ def model_name(config: ModelConfig) -> str:
 
 def load_frontend(config: ModelConfig) -> PromptFrontend:
     path = resolve_model_path(config.model)
+    if is_student_folder(path):
+        # NOTE: imported here so that serving an Orpheus checkpoint never loads piper or onnxruntime.
+        from model.voices.joe.prompt import JoePromptFrontend
+
+        return JoePromptFrontend(read_config(path), model_name(config))
     return OrpheusFrontend.from_folder(model_name(config), path, read_chorus_section(path))
 
 
 def load_family(config: ModelConfig) -> SpeechFamily:
     path = resolve_model_path(config.model)
-    section = read_chorus_section(path)
     device, dtype = config.torch_device, config.torch_dtype
+    if is_student_folder(path):
+        from model.voices.joe.family import JoeFamily
+
+        attention = get_attention_backend(config.resolved_attention_backend)
+        return JoeFamily.from_folder(path, attention, device, dtype, config.max_model_len)
+    section = read_chorus_section(path)
     backbone = load_llama(path, get_attention_backend(config.resolved_attention_backend), dtype, device)
     snac = SnacDecoder.from_pretrained(resolve_codec_path(path, config.codec), device=device)
     snac.noise = config.codec_noise

