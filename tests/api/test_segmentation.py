@@ -68,7 +68,7 @@ class FakeEngine:
         self.frames, self.samples = frames, samples
         self.events: list[tuple[str, str]] = []
 
-    async def synthesize(self, text, voice, params):
+    async def synthesize(self, text, voice, params, speed=1.0):
         self.events.append(("start", text))
         try:
             for i in range(self.frames):
