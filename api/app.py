@@ -30,6 +30,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         client = EngineClient(config)
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
+        # Long inputs are split to fit this: the model's own limit when its front end knows it.
+        app.state.context_tokens = context_length(config, client.frontend.max_model_len)
         app.state.metrics = ApiMetrics(lambda: client.stats)
         await client.start()
         try:
@@ -39,7 +41,6 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
 
     app = FastAPI(title="Chorus", summary="OpenAI-compatible streaming speech synthesis", lifespan=lifespan)
     app.state.settings = settings
-    app.state.context_tokens = context_length(config)
     app.state.started_at = int(time.time())
     install_error_handlers(app)
     app.include_router(routes_info.router)

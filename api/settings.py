@@ -46,11 +46,14 @@ class ApiSettings:
         return max(1, math.ceil(seconds * self.output_tokens_per_second))
 
 
-def context_length(config: EngineConfig) -> int:
-    """The most tokens (prompt + output) one request can hold, as the engine will enforce it.
-    NOTE: a checkpoint whose max_position_embeddings is below the default is capped lower by the
-    engine; such a request is then refused with context_length_exceeded (HTTP 400)."""
+def context_length(config: EngineConfig, model_limit: int | None = None) -> int:
+    """The most tokens (prompt + output) one request can hold, as the engine will enforce it;
+    `model_limit` is the model's own context when its front end knows it (the joe student's).
+    NOTE: an Orpheus checkpoint whose max_position_embeddings is below the default is capped
+    lower by the engine; such a request is then refused with context_length_exceeded (HTTP 400)."""
     length = config.model.max_model_len or DEFAULT_MAX_MODEL_LEN
+    if model_limit is not None:
+        length = min(length, model_limit)
     if config.cache.num_blocks is not None:
         length = min(length, config.cache.num_blocks * config.cache.block_size)
     return length

@@ -115,6 +115,8 @@ class PromptFrontend(ABC):
     # (1, 1) for a model without rate control. The API asks the model for the nearest speed in
     # range and time-stretches the rest.
     speed_range: tuple[float, float] = (1.0, 1.0)
+    # The model's context (prompt + outputs) when the front end knows it without the weights.
+    max_model_len: int | None = None
 
     def model_speed(self, speed: float) -> float:
         low, high = self.speed_range

@@ -119,6 +119,12 @@ def test_default_server_speaks(transcriber, tmp_path):
         faster = httpx.post(f"{url}/v1/audio/speech", json={**body, "speed": 1.5}, timeout=120)
         assert faster.status_code == 200
         assert len(faster.content) / len(response.content) == pytest.approx(1 / 1.5, rel=0.08)
+        # Text longer than the student's context is split at sentences, not refused.
+        long_text = " ".join(f"Sentence {i} makes this input longer than one context." for i in range(36))
+        assert len(JoePromptFrontend(read_config(SHIPPED_WEIGHTS)).prepare(long_text, "joe").token_ids) > 4096
+        split = httpx.post(f"{url}/v1/audio/speech", json={**body, "input": long_text}, timeout=300)
+        assert split.status_code == 200, split.text
+        assert len(split.content) / 2 / 24000 > 36 * 2.0  # every sentence was spoken
         # Text with nothing to pronounce is the client's error, in OpenAI's shape.
         silent = httpx.post(f"{url}/v1/audio/speech", json={**body, "input": "..."}, timeout=60)
         assert silent.status_code == 400 and silent.json()["error"]["param"] == "input"
