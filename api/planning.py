@@ -4,7 +4,7 @@ from __future__ import annotations
 from api.settings import ApiSettings
 from api.synthesis import Segment
 from api.text_split import split_text
-from model.families.base import PromptFrontend
+from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 
 
@@ -25,11 +25,25 @@ def plan_segments(
     def output_budget(piece: str) -> int:
         return min(base.max_tokens, settings.max_tokens_for(piece))
 
+    def prepared(piece: str) -> SpeechPrompt | None:
+        """The piece's prompt, or None when the front end finds nothing to speak in it."""
+        try:
+            return frontend.prepare(piece, voice, speed)
+        except VoiceNotFoundError:
+            raise
+        except ValueError:
+            return None
+
     def fits(piece: str) -> bool:
-        prompt = frontend.prepare(piece, voice, speed)
+        prompt = prepared(piece)
+        if prompt is None:
+            return True  # nothing to speak (a lone "..."): it takes no room, and is dropped below
         outputs = frontend.expected_outputs(prompt)
         return len(prompt.token_ids) + (output_budget(piece) if outputs is None else outputs) <= context_tokens
 
     stripped = text.strip()
     pieces = [stripped] if fits(stripped) else split_text(text, fits)
-    return [Segment(piece, base.replace(max_tokens=output_budget(piece), seed=seed)) for piece in pieces]
+    spoken = [piece for piece in pieces if prepared(piece) is not None]
+    if not spoken:
+        raise ValueError(f"nothing to speak in {text!r}")
+    return [Segment(piece, base.replace(max_tokens=output_budget(piece), seed=seed)) for piece in spoken]

@@ -5,6 +5,7 @@ import asyncio
 import re
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
 from api.text_split import split_text
 from engine.outputs import AudioChunk, RequestMetrics
 from model.config import ModelConfig
+from model.families.base import SpeechPrompt
 from model.loader import load_frontend
 from model.sampling import SamplingParams
 from model.tiny_random import ensure_tiny_random
@@ -40,6 +42,33 @@ def test_split_prefers_sentence_boundaries():
     text = "First sentence here. Second one follows! Third, with a clause; and more."
     assert split_text(text, lambda s: len(s) <= 45) == ["First sentence here. Second one follows!", "Third, with a clause; and more."]
     assert split_text(text, lambda s: len(s) <= 25) == ["First sentence here.", "Second one follows!", "Third, with a clause;", "and more."]
+
+
+class LettersOnlyFrontend:
+    """A front end that, like espeak, finds nothing to say in text without letters."""
+
+    def default_sampling(self):
+        return SamplingParams()
+
+    def prepare(self, text, voice, speed=1.0):
+        if not any(c.isalpha() for c in text):
+            raise ValueError(f"nothing to speak in {text!r}")
+        return SpeechPrompt(token_ids=list(range(len(text))))
+
+    def expected_outputs(self, prompt):
+        return len(prompt.token_ids)
+
+
+def test_pieces_with_nothing_to_speak_are_dropped_not_fatal():
+    settings = ApiSettings()
+    dots = "... " * 8  # too long to share a segment with a sentence: it becomes one of its own
+    text = dots + " ".join(f"Sentence {i} is here." for i in range(6)) + " " + dots
+    assert "Sentence" not in split_text(text, lambda s: len(s) <= 30)[0]
+    segments = plan_segments(text, "v", LettersOnlyFrontend(), settings, context_tokens=60)
+    assert len(segments) > 1 and all(any(c.isalpha() for c in s.text) for s in segments)
+    assert " ".join(s.text for s in segments).count("Sentence") == 6
+    with pytest.raises(ValueError, match="nothing to speak"):
+        plan_segments("... !", "v", LettersOnlyFrontend(), settings, context_tokens=60)
 
 
 def test_plan_fits_each_segment_into_the_context(chorus_cache):
