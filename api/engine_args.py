@@ -39,7 +39,6 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     stream.add_argument("--first-chunk-frames", type=int, default=None)
     stream.add_argument("--chunk-frames", type=int, default=None)
     stream.add_argument("--lookahead-frames", type=int, default=None)
-    stream.add_argument("--urgent-chunk-frames", type=int, default=None)
     stream.add_argument(
         "--urgent-slack-seconds", type=float, default=None,
         help="emit single frames when a stream's buffered audio would run out within this (-1: never)",
@@ -51,8 +50,7 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 def streaming_overrides(args: argparse.Namespace) -> dict:
     given = {name: getattr(args, name) for name in
-             ("first_chunk_frames", "chunk_frames", "lookahead_frames", "urgent_slack_seconds",
-              "urgent_chunk_frames")}
+             ("first_chunk_frames", "chunk_frames", "lookahead_frames", "urgent_slack_seconds")}
     overrides = {name: value for name, value in given.items() if value is not None}
     if overrides.get("urgent_slack_seconds", 0) < 0:
         overrides["urgent_slack_seconds"] = None

@@ -35,10 +35,6 @@ class StreamingConfig:
     # decoding per frame (their windows carry the same context), so they are spent only where a
     # stream would otherwise stall. None disables this (fixed chunking).
     urgent_slack_seconds: float | None = 0.5
-    # The chunk size of such an urgent stream: 1 suits a codec with little context (SNAC); a
-    # codec whose windows carry many context frames pays those for every chunk, so it takes
-    # several frames at a time even when urgent.
-    urgent_chunk_frames: int = 1
     # When set, chunks after the first grow: each is as long as all the audio emitted before it
     # (8, 8, 16, 32, ... frames), up to chunk_frames. While generation runs faster than real
     # time the listener then always holds more audio than the next chunk takes to make, so a
@@ -55,8 +51,8 @@ class StreamingConfig:
     crossfade_samples: int = 256
 
     def __post_init__(self) -> None:
-        if min(self.first_chunk_frames, self.chunk_frames, self.urgent_chunk_frames) < 1:
-            raise ValueError("first_chunk_frames, chunk_frames and urgent_chunk_frames must be >= 1")
+        if self.first_chunk_frames < 1 or self.chunk_frames < 1:
+            raise ValueError("first_chunk_frames and chunk_frames must be >= 1")
         if self.left_context_frames < 0 or self.lookahead_frames < 0 or self.crossfade_samples < 0:
             raise ValueError("context, lookahead and crossfade must be >= 0")
         if self.urgent_slack_seconds is not None and self.urgent_slack_seconds < 0:
@@ -268,7 +264,7 @@ class StreamingDecoder:
         if not stream.emitted:
             step = config.first_chunk_frames
         elif self._is_urgent(stream, now):
-            step = config.urgent_chunk_frames
+            step = 1
         elif config.grow_chunks:
             step = min(config.chunk_frames, max(config.first_chunk_frames, stream.emitted))
         else:

@@ -305,21 +305,6 @@ def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
     assert decoder.collect(decoder.launch(now=10.0)) == {}
 
 
-def test_urgent_chunks_can_be_several_frames(codec):
-    config = StreamingConfig(first_chunk_frames=1, chunk_frames=8, urgent_chunk_frames=3, lookahead_frames=1,
-                             urgent_slack_seconds=0.05)
-    decoder = StreamingDecoder(codec, config)
-    frame_s = SPF / codec.sample_rate
-    decoder.open("s")
-    decoder.push("s", random_frames(2, seed=3))
-    decoder.collect(decoder.launch(now=0.0))
-    decoder.push("s", random_frames(2, seed=4))  # 2 ready: fewer than the urgent 3
-    assert decoder.collect(decoder.launch(now=frame_s - 0.04)) == {}
-    decoder.push("s", random_frames(3, seed=5))  # 5 ready: one urgent chunk of 3
-    chunk = decoder.collect(decoder.launch(now=frame_s - 0.04))["s"]
-    assert (chunk.frame_start, chunk.frame_end) == (1, 4)
-
-
 def test_growing_chunks_double_up_to_chunk_frames(codec):
     config = StreamingConfig(first_chunk_frames=2, chunk_frames=8, grow_chunks=True, lookahead_frames=1,
                              urgent_slack_seconds=None)
