@@ -1,6 +1,8 @@
 """Turns one speech request's text into engine requests that each fit the model's context."""
 from __future__ import annotations
 
+import functools
+
 from api.settings import ApiSettings
 from api.synthesis import Segment
 from api.text_split import split_text
@@ -25,6 +27,7 @@ def plan_segments(
     def output_budget(piece: str) -> int:
         return min(base.max_tokens, settings.max_tokens_for(piece))
 
+    @functools.cache  # fits and the filter below ask about the same pieces
     def prepared(piece: str) -> SpeechPrompt | None:
         """The piece's prompt, or None when the front end finds nothing to speak in it."""
         try:

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from model.tiny_random import cache_root
-from model.voices.joe.dataset import Split, channel_statistics, iterate_batches, load_splits
+from model.voices.joe.dataset import Split, bucketed_batches, channel_statistics, iterate_batches, load_splits
 from model.voices.joe.dense import forward_steps, masked_l1
 from model.voices.joe.student import WEIGHTS_FILE, JoeStudent, StudentConfig
 
@@ -202,8 +202,6 @@ class Trainer:
         return manifest
 
     def _batches_per_epoch(self) -> int:
-        from model.voices.joe.dataset import bucketed_batches
-
         return len(bucketed_batches(self.train_split.lengths, self.config.max_tokens, 0))
 
     def _data_summary(self) -> dict:
