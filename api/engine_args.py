@@ -17,7 +17,8 @@ _MODEL, _CACHE, _SCHED = ModelConfig(), CacheConfig(), SchedulerConfig()
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--model", default=_MODEL.model, help="model folder or built-in name (tiny-random)")
-    model.add_argument("--codec", default=None, help="SNAC codec folder (default: <model>/codec)")
+    model.add_argument("--codec", default=None, help="Orpheus: SNAC codec folder (default: <model>/codec); "
+                       "joe: istft (default) or hifigan")
     model.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     model.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
     model.add_argument("--attention-backend", default="auto", help="auto, torch or triton")

@@ -13,7 +13,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 class ModelConfig:
     """`model` is a folder (an Orpheus checkpoint: config.json, *.safetensors, tokenizer.json;
     or a joe student) or a built-in name (`joe`, `tiny-random`); `codec` a SNAC folder for
-    Orpheus, defaulting to the model folder's `codec/`."""
+    Orpheus, defaulting to the model folder's `codec/`, and for a joe student the decoder's name
+    (`istft` by default, or the teacher's `hifigan`; see model/voices/joe/codec.py)."""
 
     model: str = "joe"
     codec: str | None = None

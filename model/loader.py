@@ -78,7 +78,8 @@ def load_family(config: ModelConfig) -> SpeechFamily:
         from model.voices.joe.family import JoeFamily
 
         attention = get_attention_backend(config.resolved_attention_backend)
-        return JoeFamily.from_folder(path, attention, device, dtype, config.max_model_len)
+        return JoeFamily.from_folder(path, attention, device, dtype, config.max_model_len,
+                                     codec=config.codec or "istft")
     section = read_chorus_section(path)
     backbone = load_llama(path, get_attention_backend(config.resolved_attention_backend), dtype, device)
     snac = SnacDecoder.from_pretrained(resolve_codec_path(path, config.codec), device=device)

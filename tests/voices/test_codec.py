@@ -1,7 +1,8 @@
 """The HiFi-GAN port against the voice's own ONNX decoder sub-graph, and streamed decode.
 
 Measured: on teacher z the port matches onnxruntime to max |Δ| ≈ 2e-6 (audio peak ≈ 0.5);
-asserted < 1e-4. Streaming with JOE_STREAMING matches whole decode to ≈ 2e-6; asserted < 1e-4.
+asserted < 1e-4. Streaming with JOE_STREAMING matches whole decode to ≈ 2e-6; asserted < 1e-4,
+for the HiFi-GAN and for the distilled iSTFT decoder the engine serves with.
 """
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ require_voice_packages()
 
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import StreamingDecoder
-from model.voices.joe.codec import JOE_STREAMING, HifiGanFrameCodec, OnnxHifiGanFrameCodec, load_joe_codec
+from model.voices.joe.codec import JOE_STREAMING, OnnxFrameCodec, TorchFrameCodec, load_joe_codec
 from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, TeacherScales, open_session
 
 PARITY = 1e-4
 
 
 @pytest.fixture(scope="module")
-def codec() -> HifiGanFrameCodec:
-    return load_joe_codec(backend="torch")
+def codec() -> TorchFrameCodec:
+    return load_joe_codec(codec="hifigan-torch")
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +49,17 @@ def test_port_equals_onnx_decoder(codec, latents):
 
 
 def test_onnxruntime_runner_equals_the_port_on_batches(codec, latents):
-    served = load_joe_codec()  # what the CPU serves with
-    assert isinstance(served, OnnxHifiGanFrameCodec)
+    served = load_joe_codec(codec="hifigan")  # the teacher's decoder, as the CPU runs it
+    assert isinstance(served, OnnxFrameCodec)
     frames = torch.stack([latents[0][:40], latents[1][:40]])
     np.testing.assert_allclose(served.decode(frames).numpy(), codec.decode(frames).numpy(), atol=PARITY)
+
+
+def test_istft_decoder_exported_to_onnx_equals_the_module(latents):
+    served, module = load_joe_codec(codec="istft"), load_joe_codec(codec="istft-torch")
+    assert isinstance(served, OnnxFrameCodec) and isinstance(module, TorchFrameCodec)
+    frames = torch.stack([latents[0][:40], latents[1][:40]])
+    np.testing.assert_allclose(served.decode(frames).numpy(), module.decode(frames).numpy(), atol=PARITY)
 
 
 def test_decoder_equals_full_teacher_audio(codec, latent_frontend):
@@ -63,7 +71,10 @@ def test_decoder_equals_full_teacher_audio(codec, latent_frontend):
     assert np.abs(decoded - result.audio).max() < PARITY
 
 
-def test_batched_streaming_equals_whole_decode(codec, latents):
+@pytest.mark.parametrize("name", ["hifigan-torch", "istft"])
+def test_batched_streaming_equals_whole_decode(name, latents):
+    codec = load_joe_codec(codec=name)
+
     class Counting(FrameCodec):
         def __init__(self) -> None:
             self.sample_rate, self.samples_per_frame = codec.sample_rate, codec.samples_per_frame
@@ -94,6 +105,11 @@ def test_batched_streaming_equals_whole_decode(codec, latents):
         streamed = np.concatenate(pieces[i])
         assert streamed.shape == whole.shape
         assert np.abs(streamed - whole).max() < PARITY
+
+
+def test_unknown_codec_is_refused():
+    with pytest.raises(ValueError, match="istft, hifigan"):
+        load_joe_codec(codec="snac")
 
 
 def test_rejects_non_finite_frames(codec):

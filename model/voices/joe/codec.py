@@ -1,12 +1,15 @@
-"""The joe voice's frames (columns of the teacher latent z) → PCM through the HiFi-GAN decoder.
+"""The joe voice's frames (columns of the teacher latent z) → PCM.
 
-Two runners of the same decoder: our PyTorch port (GPU, and the reference) and the voice's own
-decoder sub-graph through onnxruntime, which is what the CPU serves with: on the 2-core machine
-it decodes the same windows 1.5-2.3x faster than the port under torch's oneDNN convolutions
-(measured 54 vs 128 ms for 100 frames, 2 threads). Both equal each other to ~2e-6
-(tests/voices/test_codec.py).
+Two decoders. The teacher's HiFi-GAN is the reference, with two runners: our PyTorch port and the
+voice's own decoder sub-graph through onnxruntime (on the 2-core machine 1.5-2.3x faster than the
+port under torch's oneDNN convolutions; both equal each other to ~2e-6, tests/voices/test_codec.py).
+What the engine serves with by default is the iSTFT decoder distilled from it
+(model/voices/joe/istft.py): the HiFi-GAN's first stage plus a small iSTFT head, about 4x fewer
+multiply-adds per frame.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -15,7 +18,9 @@ from torch import Tensor
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import StreamingConfig
 from model.voices.joe.hifigan import HifiGanConfig, HifiGanDecoder
-from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, decoder_state_dict, open_session
+from model.voices.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, exported_onnx,
+                                    load_decoder)
+from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, cut_path, decoder_state_dict, onnx_session, voice_key
 
 # Measured (tests/voices/test_codec.py): one z column moves the decoder's output from ~9.9 frames
 # before it to ~9.7 frames after it (changes > 1e-5; > 1e-3 only within -6.6..+8.2 frames). With
@@ -52,11 +57,11 @@ class JoeFrameCodec(FrameCodec):
             raise ValueError("latent frames must be finite")
 
 
-class HifiGanFrameCodec(JoeFrameCodec):
-    """Decodes with our PyTorch port, on the decoder's device."""
+class TorchFrameCodec(JoeFrameCodec):
+    """Decodes with a PyTorch decoder (the HiFi-GAN port or the iSTFT decoder), on its device."""
 
-    def __init__(self, decoder: HifiGanDecoder) -> None:
-        super().__init__(decoder.config)
+    def __init__(self, decoder: HifiGanDecoder | IstftDecoder, config: HifiGanConfig) -> None:
+        super().__init__(config)
         self.decoder = decoder.eval()
         self.device = next(decoder.parameters()).device
 
@@ -67,30 +72,50 @@ class HifiGanFrameCodec(JoeFrameCodec):
             return self.decoder(z).float()
 
 
-class OnnxHifiGanFrameCodec(JoeFrameCodec):
-    """Decodes with the voice's own decoder sub-graph in onnxruntime (CPU)."""
+class OnnxFrameCodec(JoeFrameCodec):
+    """Decodes with an ONNX graph of a decoder (z [B, 192, n] → audio) in onnxruntime (CPU)."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, path: Path, input_name: str, output_name: str, threads: int) -> None:
         super().__init__(HifiGanConfig())
-        self.session = open_session(DECODER_CUT, threads)
+        self.session = onnx_session(path, threads)
+        self.input_name, self.output_name = input_name, output_name
 
     def decode(self, frames: Tensor) -> Tensor:
         self.check_frames(frames, leading_dims=2)
         z = np.ascontiguousarray(frames.detach().to("cpu", torch.float32).transpose(1, 2).numpy())
-        (audio,) = self.session.run([AUDIO], {LATENT: z})
+        (audio,) = self.session.run([self.output_name], {self.input_name: z})
         return torch.from_numpy(audio.reshape(z.shape[0], -1))
 
 
-def load_joe_codec(device: torch.device | str = "cpu", backend: str = "auto") -> JoeFrameCodec:
-    """`auto`: onnxruntime on the CPU (faster there), the PyTorch port on a GPU. `torch` and
-    `onnxruntime` force one. Weights come from the installed voice package either way."""
+SHIPPED_DECODER = Path(__file__).parent / "weights"
+DECODERS = ("istft", "hifigan")
+RUNNERS = ("torch", "onnxruntime")
+CODEC_CHOICES = DECODERS + tuple(f"{d}-{r}" for d in DECODERS for r in RUNNERS)
+
+
+def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
+                   folder: Path = SHIPPED_DECODER) -> JoeFrameCodec:
+    """`istft` (the default) is the distilled decoder whose head lies in `folder`, `hifigan` the
+    teacher's. Either runs through onnxruntime on the CPU (faster there; the iSTFT decoder's graph
+    is exported from our module once) and through PyTorch on a GPU; a `-torch` or `-onnxruntime`
+    suffix forces one. Every HiFi-GAN weight comes from the installed voice package."""
     device = torch.device(device)
-    if backend == "auto":
-        backend = "onnxruntime" if device.type == "cpu" else "torch"
-    if backend == "onnxruntime":
-        if device.type != "cpu":
-            raise ValueError("the onnxruntime codec runs on the CPU only")
-        return OnnxHifiGanFrameCodec(threads=torch.get_num_threads())
-    if backend != "torch":
-        raise ValueError(f"codec backend must be auto, torch or onnxruntime, got {backend!r}")
-    return HifiGanFrameCodec(HifiGanDecoder.from_state_dict(decoder_state_dict()).to(device))
+    if codec not in CODEC_CHOICES:
+        raise ValueError(f"the joe codec must be one of {', '.join(CODEC_CHOICES)}, got {codec!r}")
+    decoder, _, runner = codec.partition("-")
+    runner = runner or ("onnxruntime" if device.type == "cpu" else "torch")
+    if runner == "onnxruntime" and device.type != "cpu":
+        raise ValueError("the onnxruntime codecs run on the CPU only")
+    threads = torch.get_num_threads()
+    if decoder == "hifigan" and runner == "onnxruntime":
+        return OnnxFrameCodec(cut_path(DECODER_CUT), LATENT, AUDIO, threads)
+    teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
+    if decoder == "hifigan":
+        return TorchFrameCodec(teacher.to(device), teacher.config)
+    if not (folder / HEAD_WEIGHTS_FILE).is_file():
+        raise FileNotFoundError(f"no iSTFT decoder head in {folder}: train one with "
+                                "python -m model.voices.joe.train_decoder")
+    istft = load_decoder(teacher, folder)
+    if runner == "onnxruntime":
+        return OnnxFrameCodec(exported_onnx(istft, folder, voice_key()), ONNX_INPUT, ONNX_OUTPUT, threads)
+    return TorchFrameCodec(istft.to(device), teacher.config)

@@ -41,7 +41,7 @@ class JoeStream(StreamState):
 
 
 class JoeFamily(SpeechFamily):
-    """Serves a JoeStudent with the HiFi-GAN codec. Invariant: a stream emits exactly
+    """Serves a JoeStudent with a decoder of the teacher latent (codec.py). Invariant: a stream emits exactly
     prompt.num_frames frames, in num_steps outputs."""
 
     name = "joe"
@@ -57,10 +57,10 @@ class JoeFamily(SpeechFamily):
 
     @classmethod
     def from_folder(cls, folder: Path, attention: AttentionBackend, device: torch.device,
-                    dtype: torch.dtype, max_model_len: int | None = None) -> JoeFamily:
+                    dtype: torch.dtype, max_model_len: int | None = None, codec: str = "istft") -> JoeFamily:
         student = JoeStudent.load(folder, attention, device, dtype)
         limit = student.config.max_positions
-        return cls(student, load_joe_codec(device), min(max_model_len or limit, limit))
+        return cls(student, load_joe_codec(device, codec), min(max_model_len or limit, limit))
 
     @property
     def max_model_len(self) -> int:

