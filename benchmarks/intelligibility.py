@@ -5,7 +5,8 @@
 Word error rate (pocketsphinx, benchmarks/asr.py) on shared/eval/sentences.txt for
   - the teacher (Piper, its default noise: stochastic, mean of --runs syntheses),
   - the teacher without noise (deterministic: exactly what the student is trained to imitate),
-  - the student served by the engine (`joe`),
+  - the student served by the engine (`joe`), with the decoder it serves with (the distilled
+    iSTFT decoder) and, for comparison, with the teacher's HiFi-GAN decoder,
   - tiny-random through the engine (random weights: a floor check that the ASR hears noise as noise);
 each student sentence's duration against the teacher's; the student's single-stream real-time
 factor through the engine (one request at a time); and N concurrent streams, each of which must
@@ -135,9 +136,13 @@ async def engine_concurrent(client: EngineClient, sentences: list[str], streams:
             "audio_seconds_per_wall_second": sum(s.seconds for s in done) / wall}
 
 
-async def engine_system(model: str, sentences: list[str], concurrency: list[int], threads: int) -> tuple[SystemResult, dict]:
-    config = EngineConfig(model=ModelConfig(model=model, device="cpu"), mode="inproc", num_threads=threads)
-    name = f"`{model}` through the engine" if model == "tiny-random" else f"student (`{Path(model).name}`) through the engine"
+async def engine_system(model: str, sentences: list[str], concurrency: list[int], threads: int,
+                        codec: str | None = None) -> tuple[SystemResult, dict]:
+    config = EngineConfig(model=ModelConfig(model=model, codec=codec, device="cpu"), mode="inproc", num_threads=threads)
+    if model == "tiny-random":
+        name = f"`{model}` through the engine"
+    else:
+        name = f"student (`{Path(model).name}`) through the engine, {codec or 'istft'} decoder"
     result = SystemResult(name)
     speed: dict = {}
     async with EngineClient(config) as client:
@@ -195,6 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     parser.add_argument("--student", default="joe", help="the student to measure: joe (shipped) or a weights folder")
     parser.add_argument("--no-floor", action="store_true", help="skip tiny-random (quicker checks during training)")
+    parser.add_argument("--no-reference-codec", action="store_true",
+                        help="skip the student through the teacher's HiFi-GAN decoder")
     parser.add_argument("--machine", default="2-core x86_64 CPU, torch CPU")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -206,6 +213,10 @@ def main(argv: list[str] | None = None) -> None:
     teacher_quiet = teacher_runs(sentences, 1, noise=False)
     student, speed = asyncio.run(engine_system(args.student, sentences, args.concurrency, args.threads))
     systems = [teacher, teacher_quiet, student]
+    if not args.no_reference_codec:
+        reference, reference_speed = asyncio.run(
+            engine_system(args.student, sentences, [], args.threads, codec="hifigan"))
+        systems.append(reference)
     if not args.no_floor:
         floor, floor_speed = asyncio.run(engine_system("tiny-random", sentences, [], args.threads))
         systems.append(floor)
@@ -222,7 +233,10 @@ def main(argv: list[str] | None = None) -> None:
              "rtf": teacher_quiet.rtf},
             {"name": student.name, "wer": student.wer, "wer_per_run": student.wer_per_run,
              "rtf": speed["single_stream_rtf"], "ttfa_p50_ms": speed["single_stream_ttfa_p50_ms"]},
-        ] + ([] if args.no_floor else [
+        ] + ([] if args.no_reference_codec else [
+            {"name": reference.name, "wer": reference.wer, "wer_per_run": reference.wer_per_run,
+             "rtf": reference_speed["single_stream_rtf"], "ttfa_p50_ms": reference_speed["single_stream_ttfa_p50_ms"]}
+        ]) + ([] if args.no_floor else [
             {"name": floor.name, "wer": floor.wer, "wer_per_run": floor.wer_per_run,
              "rtf": floor_speed["single_stream_rtf"], "ttfa_p50_ms": floor_speed["single_stream_ttfa_p50_ms"]}]),
         "durations": {"min": min(ratios), "max": max(ratios), "per_sentence": ratios,
