@@ -98,3 +98,18 @@ def test_decoder_training_learns_and_resumes_exactly(tmp_path):
     resumed.train()
     for name, value in straight.decoder.head.state_dict().items():
         torch.testing.assert_close(resumed.decoder.head.state_dict()[name], value, rtol=0, atol=0)
+
+
+def test_student_share_decodes_the_students_predictions_against_the_teachers_audio(tmp_path):
+    synthetic_latents(tmp_path / "data")
+    config = DecoderTrainConfig(every=2, holdout_every=4, valid_utterances=1, steps=2, batch=4,
+                                crop_frames=16, margin=4, warmup_steps=1, eval_every=1000, student_share=0.5)
+    trainer = DecoderTrainer(config, SMALL, tmp_path / "data", tmp_path / "out", threads=1)
+    teacher_set, student_set = trainer.sets["train"], trainer.sets["student-train"]
+    np.testing.assert_array_equal(student_set.audio, teacher_set.audio)  # the target stays the teacher's
+    np.testing.assert_array_equal(student_set.offsets, teacher_set.offsets)
+    assert not np.array_equal(student_set.features, teacher_set.features)  # but the input is the student's
+    feats, audio = trainer._batch(np.random.default_rng(0))
+    assert feats.shape[0] == audio.shape[0] == 4
+    trainer.train()
+    assert {"valid_loss", "student_valid_loss"} <= set(trainer.validate())

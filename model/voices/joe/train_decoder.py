@@ -6,6 +6,11 @@ Seeded, resumable (a checkpoint every few minutes; a rerun with the same --out c
 never stopped) and with a progress bar. The first run decodes a subset of the teacher data once
 (z → the frozen HiFi-GAN trunk's features, and z → the teacher's waveform) into a cache; every
 step then trains the head on random crops of those, against the teacher's own samples.
+
+With --student-share, that share of every batch decodes the student's predictions of z instead
+(teacher-forced, like the "ground-truth aligned" fine-tuning of TTS vocoders) while the target
+stays the teacher's waveform of the true z, so the head learns to be robust to the student's
+errors. --init starts from a trained head (e.g. the shipped one) instead of from scratch.
 """
 from __future__ import annotations
 
@@ -24,9 +29,12 @@ import torch
 from tqdm import tqdm
 
 from model.tiny_random import cache_root
+from model.voices.joe.dataset import make_batch
+from model.voices.joe.dense import forward_steps
 from model.voices.joe.hifigan import HifiGanDecoder
-from model.voices.joe.istft import HEAD_WEIGHTS_FILE, IstftDecoder, IstftHeadConfig, save_head
-from model.voices.joe.shards import iter_utterances
+from model.voices.joe.istft import HEAD_WEIGHTS_FILE, IstftDecoder, IstftHeadConfig, load_decoder, save_head
+from model.voices.joe.shards import Utterance, iter_utterances
+from model.voices.joe.student import SHIPPED_WEIGHTS, JoeStudent
 from model.voices.joe.spectral_loss import WaveformDistillationLoss, snr_db
 from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, decoder_state_dict, open_session
 
@@ -42,6 +50,7 @@ class DecoderTrainConfig:
     each crop edge (the head sees zero padding there, never in the engine's windows)."""
 
     every: int = 8
+    student_share: float = 0.0
     holdout_every: int = 100
     valid_utterances: int = 40
     steps: int = 2000
@@ -72,18 +81,23 @@ class DecodedSubset:
         self.features, self.audio, self.offsets = features, audio, offsets
 
     @classmethod
-    def build(cls, decoder: IstftDecoder, latents: list[np.ndarray], threads: int) -> DecodedSubset:
-        teacher = open_session(DECODER_CUT, threads)
-        features, audio = [], []
-        for latent in tqdm(latents, desc="teacher decode", unit="utt", dynamic_ncols=True):
-            z = np.ascontiguousarray(latent.astype(np.float32).T[None])
-            (wave,) = teacher.run([AUDIO], {LATENT: z})
+    def build(cls, decoder: IstftDecoder, latents: list[np.ndarray], threads: int,
+              inputs: list[np.ndarray] | None = None, audio: np.ndarray | None = None) -> DecodedSubset:
+        """Audio: the teacher's decode of `latents` (or `audio`, that decode already made);
+        features: the trunk's of `inputs` (the student's predictions of those latents) or, by
+        default, of `latents` themselves."""
+        teacher = None if audio is not None else open_session(DECODER_CUT, threads)
+        features, waves = [], []
+        inputs = latents if inputs is None else inputs
+        for latent, given in tqdm(list(zip(latents, inputs)), desc="decode", unit="utt", dynamic_ncols=True):
+            if teacher is not None:
+                z = np.ascontiguousarray(latent.astype(np.float32).T[None])
+                waves.append(teacher.run([AUDIO], {LATENT: z})[0].reshape(-1).astype(np.float32))
             with torch.inference_mode():
-                feats = decoder.trunk(torch.from_numpy(z))[0]
+                feats = decoder.trunk(torch.from_numpy(given.astype(np.float32).T[None]))[0]
             features.append(feats.T.to(torch.float16).numpy())
-            audio.append(wave.reshape(-1).astype(np.float32))
         offsets = np.concatenate([[0], np.cumsum([len(l) for l in latents])]).astype(np.int64)
-        return cls(np.concatenate(features), np.concatenate(audio), offsets)
+        return cls(np.concatenate(features), audio if audio is not None else np.concatenate(waves), offsets)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,18 +131,35 @@ class DecodedSubset:
         return torch.from_numpy(np.stack(feats)).float().transpose(1, 2), torch.from_numpy(np.stack(audio))
 
 
-def select_latents(data: Path, config: DecoderTrainConfig) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(train, validation) latents."""
+def select_utterances(data: Path, config: DecoderTrainConfig) -> tuple[list[Utterance], list[Utterance]]:
+    """(train, validation) utterances."""
     train, valid = [], []
     for index, utterance in enumerate(iter_utterances(data)):
         if index % config.holdout_every == config.holdout_every - 1:
             if len(valid) < config.valid_utterances:
-                valid.append(utterance.latent)
+                valid.append(utterance)
         elif index % config.every == 0:
-            train.append(utterance.latent)
+            train.append(utterance)
     if not train or not valid:
         raise FileNotFoundError(f"too little teacher data in {data}: run python -m model.voices.joe.make_data")
     return train, valid
+
+
+@torch.no_grad()
+def student_latents(student: JoeStudent, utterances: list[Utterance], group: int = 16) -> list[np.ndarray]:
+    """The student's teacher-forced prediction of each utterance's z, [T, 192] float16."""
+    student.eval()
+    r = student.config.frames_per_step
+    predicted = []
+    for start in tqdm(range(0, len(utterances), group), desc="student z", unit="batch", dynamic_ncols=True):
+        chunk = utterances[start : start + group]
+        batch = make_batch(student, chunk)
+        frames = student.denormalize(forward_steps(student, batch))
+        first = 0
+        for utterance, steps in zip(chunk, batch.num_steps.tolist()):
+            predicted.append(frames[first * r : first * r + utterance.num_frames].numpy().astype(np.float16))
+            first += steps
+    return predicted
 
 
 class DecoderTrainer:
@@ -136,29 +167,45 @@ class DecoderTrainer:
     seed (seed, s), so a resumed run sees exactly the batches an uninterrupted one would."""
 
     def __init__(self, config: DecoderTrainConfig, head_config: IstftHeadConfig, data: Path, out: Path,
-                 threads: int) -> None:
-        self.config, self.out, self.data = config, out, data
+                 threads: int, init: Path | None = None, student: Path = SHIPPED_WEIGHTS) -> None:
+        self.config, self.out, self.data, self.student_folder = config, out, data, student
         torch.manual_seed(config.seed)
         teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
-        self.decoder = IstftDecoder.build(teacher, head_config)
+        self.decoder = load_decoder(teacher, init) if init else IstftDecoder.build(teacher, head_config)
+        self.init = init
         self.positions = self.decoder.trunk.positions_per_frame
         self.hop = teacher.config.hop_length
         self.loss = WaveformDistillationLoss(teacher.config.sample_rate)
         self.optimizer = torch.optim.AdamW(self.decoder.head.parameters(), lr=config.learning_rate,
                                            betas=(0.8, 0.99), weight_decay=0.0)
         self.step, self.history, self.elapsed_seconds = 0, [], 0.0
-        self.train_set, self.valid_set = self._subsets(threads)
+        self.sets = self._subsets(threads)
+        self.train_set, self.valid_set = self.sets["train"], self.sets["valid"]
 
-    def _subsets(self, threads: int) -> tuple[DecodedSubset, DecodedSubset]:
+    def _subsets(self, threads: int) -> dict[str, DecodedSubset]:
+        """train / valid decode the teacher's z; student-train / student-valid (only with a
+        student share) the student's predictions of the same utterances."""
         cfg = self.config
         cache = self.out / f"decoded-every{cfg.every}-holdout{cfg.holdout_every}-valid{cfg.valid_utterances}"
-        if (cache / "valid.npz").is_file():
-            return DecodedSubset.load(cache / "train.npz"), DecodedSubset.load(cache / "valid.npz")
-        train, valid = select_latents(self.data, self.config)
-        subsets = tuple(DecodedSubset.build(self.decoder, latents, threads) for latents in (train, valid))
-        for subset, name in zip(subsets, ("train", "valid")):
-            subset.save(cache / f"{name}.npz")
-        return subsets
+        names = ["train", "valid"] + (["student-train", "student-valid"] if cfg.student_share > 0 else [])
+        sets = {name: DecodedSubset.load(cache / f"{name}.npz") for name in names if (cache / f"{name}.npz").is_file()}
+        if len(sets) == len(names):
+            return sets
+        train, valid = select_utterances(self.data, self.config)
+        student = JoeStudent.load(self.student_folder) if cfg.student_share > 0 else None
+        for name in names:  # teacher sets first: the student sets reuse their audio
+            if name in sets:
+                continue
+            utterances = train if name.endswith("train") else valid
+            latents = [u.latent for u in utterances]
+            if name.startswith("student"):
+                teacher_audio = sets[name.removeprefix("student-")].audio
+                sets[name] = DecodedSubset.build(self.decoder, latents, threads,
+                                                 student_latents(student, utterances), teacher_audio)
+            else:
+                sets[name] = DecodedSubset.build(self.decoder, latents, threads)
+            sets[name].save(cache / f"{name}.npz")
+        return sets
 
     def save_checkpoint(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -182,14 +229,21 @@ class DecoderTrainer:
     @torch.no_grad()
     def validate(self) -> dict:
         self.decoder.head.eval()
-        losses, snrs = [], []
-        for index in range(len(self.valid_set)):
-            feats, target = self.valid_set.utterance(index, self.positions, self.hop)
-            pred = self.decoder.head(feats)
-            losses.append(float(self.loss(pred, target)))
-            snrs.append(snr_db(pred, target))
+        report = {}
+        for name in ("valid", "student-valid"):
+            if name not in self.sets:
+                continue
+            losses, snrs = [], []
+            for index in range(len(self.sets[name])):
+                feats, target = self.sets[name].utterance(index, self.positions, self.hop)
+                pred = self.decoder.head(feats)
+                losses.append(float(self.loss(pred, target)))
+                snrs.append(snr_db(pred, target))
+            prefix = name.replace("-", "_")
+            report |= {f"{prefix}_loss": round(float(np.mean(losses)), 4),
+                       f"{prefix}_snr_db": round(float(np.mean(snrs)), 2)}
         self.decoder.head.train()
-        return {"valid_loss": round(float(np.mean(losses)), 4), "valid_snr_db": round(float(np.mean(snrs)), 2)}
+        return report
 
     def train(self, stop_at: int | None = None) -> None:
         cfg = self.config
@@ -199,8 +253,7 @@ class DecoderTrainer:
         bar = tqdm(total=cfg.steps, initial=self.step, unit="step", dynamic_ncols=True)
         self.decoder.head.train()
         while self.step < last_step:
-            generator = np.random.default_rng([cfg.seed, self.step])
-            feats, target = self.train_set.crops(generator, cfg.batch, cfg.crop_frames, self.positions, self.hop)
+            feats, target = self._batch(np.random.default_rng([cfg.seed, self.step]))
             for group in self.optimizer.param_groups:
                 group["lr"] = cfg.lr_at(self.step)
             pred = self.decoder.head(feats)
@@ -228,6 +281,16 @@ class DecoderTrainer:
         bar.close()
         self.save_checkpoint()
 
+    def _batch(self, generator: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
+        from_student = round(cfg.batch * cfg.student_share)
+        parts = [(self.train_set, cfg.batch - from_student)]
+        if from_student:
+            parts.append((self.sets["student-train"], from_student))
+        crops = [subset.crops(generator, count, cfg.crop_frames, self.positions, self.hop)
+                 for subset, count in parts if count]
+        return torch.cat([f for f, _ in crops]), torch.cat([a for _, a in crops])
+
     def export(self, folder: Path, note: str | None = None) -> dict:
         path = save_head(self.decoder.head, folder)
         frames = int(self.train_set.offsets[-1])
@@ -242,6 +305,7 @@ class DecoderTrainer:
                      "train_utterances": len(self.train_set), "valid_utterances": len(self.valid_set),
                      "train_hours": round(frames * self.hop / 22050 / 3600, 2)},
             "train": asdict(self.config),
+            "initialized_from": str(self.init) if self.init else None,
             "steps_done": self.step,
             "trained_on": {"torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
                            "cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
@@ -262,6 +326,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--export", type=Path, default=None, help="folder for the float16 head + manifest")
     parser.add_argument("--steps", type=int, default=defaults.steps)
     parser.add_argument("--every", type=int, default=defaults.every)
+    parser.add_argument("--student-share", type=float, default=defaults.student_share,
+                        help="share of each batch decoding the shipped student's predicted z")
+    parser.add_argument("--init", type=Path, default=None, help="start from the head in this folder")
+    parser.add_argument("--warmup", type=int, default=defaults.warmup_steps)
     parser.add_argument("--batch", type=int, default=defaults.batch)
     parser.add_argument("--lr", type=float, default=defaults.learning_rate)
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -270,9 +338,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = DecoderTrainConfig(steps=args.steps, every=args.every, batch=args.batch,
-                                learning_rate=args.lr, seed=args.seed)
-    trainer = DecoderTrainer(config, IstftHeadConfig(), args.data, args.out, torch.get_num_threads())
+    config = DecoderTrainConfig(steps=args.steps, every=args.every, batch=args.batch, learning_rate=args.lr,
+                                seed=args.seed, student_share=args.student_share, warmup_steps=args.warmup)
+    trainer = DecoderTrainer(config, IstftHeadConfig(), args.data, args.out, torch.get_num_threads(), args.init)
     if trainer.try_resume():
         print(f"resumed at step {trainer.step}")
     trainer.train()
