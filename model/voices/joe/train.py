@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import platform
 import time
@@ -26,6 +25,7 @@ from tqdm import tqdm
 from model.tiny_random import cache_root
 from model.voices.joe.dataset import Split, bucketed_batches, channel_statistics, iterate_batches, load_splits
 from model.voices.joe.dense import forward_steps, masked_l1
+from model.voices.joe.lr_schedule import warmup_cosine
 from model.voices.joe.student import WEIGHTS_FILE, JoeStudent, StudentConfig
 
 CHECKPOINT = "checkpoint.pt"
@@ -48,12 +48,7 @@ class TrainConfig:
     eval_every: int = 250
 
     def lr_at(self, step: int) -> float:
-        """Linear warm-up, then cosine decay to final_lr_fraction of the peak."""
-        if step < self.warmup_steps:
-            return self.learning_rate * (step + 1) / self.warmup_steps
-        progress = min(1.0, (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps))
-        floor = self.final_lr_fraction
-        return self.learning_rate * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+        return warmup_cosine(step, self.learning_rate, self.warmup_steps, self.steps, self.final_lr_fraction)
 
 
 @torch.no_grad()

@@ -1,6 +1,11 @@
-"""Trains the joe voice's iSTFT decoder head against the teacher HiFi-GAN, in one command:
+"""Trains the joe voice's iSTFT decoder head against the teacher HiFi-GAN:
 
     python -m model.voices.joe.train_decoder --export model/voices/joe/weights
+    python -m model.voices.joe.train_decoder --init model/voices/joe/weights --student-share 0.5 \
+        --steps 4000 --lr 1e-3 --out <a new folder> --export model/voices/joe/weights
+
+(the two runs that made the shipped head: from scratch on teacher z, then fine-tuned on the
+student's predictions; weights/decoder_manifest.json records both).
 
 Seeded, resumable (a checkpoint every few minutes; a rerun with the same --out continues as if
 never stopped) and with a progress bar. The first run decodes a subset of the teacher data once
@@ -17,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import platform
 import time
@@ -32,6 +36,7 @@ from model.tiny_random import cache_root
 from model.voices.joe.dataset import make_batch
 from model.voices.joe.dense import forward_steps
 from model.voices.joe.hifigan import HifiGanDecoder
+from model.voices.joe.lr_schedule import warmup_cosine
 from model.voices.joe.istft import HEAD_WEIGHTS_FILE, IstftDecoder, IstftHeadConfig, load_decoder, save_head
 from model.voices.joe.shards import Utterance, iter_utterances
 from model.voices.joe.student import SHIPPED_WEIGHTS, JoeStudent
@@ -53,7 +58,7 @@ class DecoderTrainConfig:
     student_share: float = 0.0
     holdout_every: int = 100
     valid_utterances: int = 40
-    steps: int = 2000
+    steps: int = 10000
     batch: int = 16
     crop_frames: int = 32
     margin: int = 12
@@ -65,11 +70,7 @@ class DecoderTrainConfig:
     eval_every: int = 250
 
     def lr_at(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return self.learning_rate * (step + 1) / self.warmup_steps
-        progress = min(1.0, (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps))
-        floor = self.final_lr_fraction
-        return self.learning_rate * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+        return warmup_cosine(step, self.learning_rate, self.warmup_steps, self.steps, self.final_lr_fraction)
 
 
 class DecodedSubset:
