@@ -28,7 +28,15 @@ from model.voices.joe.prompt import JoePromptFrontend
 from model.voices.joe.student import SHIPPED_WEIGHTS, read_config
 
 SENTENCES = Path(__file__).resolve().parents[3] / "shared" / "eval" / "sentences.txt"
-SPOKEN = "Your order has shipped and should arrive on Thursday afternoon."
+# Not eval sentences. Pooled over their 42 words, pocketsphinx's recall measured 0.71 for the
+# shipped voice (iSTFT decoder) and 0.76 with the HiFi-GAN decoder; noise scores ~0. One
+# sentence alone swings by 0.2 between decoders that the eval set scores alike.
+SPOKEN = (
+    "Your order has shipped and should arrive on Thursday afternoon.",
+    "Please hold the line while I check your account.",
+    "The meeting has been moved to ten thirty tomorrow morning.",
+    "Thank you for calling, is there anything else I can help with today?",
+)
 
 pytestmark = pytest.mark.slow
 
@@ -58,11 +66,12 @@ async def synthesize_all(texts: list[str], speed: float = 1.0) -> list[tuple[np.
         return list(await asyncio.gather(*(one(t) for t in texts)))
 
 
-def test_speaks_a_sentence_that_asr_understands(transcriber):
-    (audio, reason), = asyncio.run(synthesize_all([SPOKEN]))
-    assert reason == "stop"
-    transcript = transcriber.transcribe(audio, 22050)
-    assert word_recall(SPOKEN, transcript) >= 0.7, transcript
+def test_speaks_sentences_that_asr_understands(transcriber):
+    results = asyncio.run(synthesize_all(list(SPOKEN)))
+    assert [reason for _, reason in results] == ["stop"] * len(SPOKEN)
+    transcripts = [transcriber.transcribe(audio, 22050) for audio, _ in results]
+    heard = sum(word_recall(s, t) * len(normalize_words(s)) for s, t in zip(SPOKEN, transcripts))
+    assert heard / sum(len(normalize_words(s)) for s in SPOKEN) >= 0.6, transcripts
 
 
 def test_ends_on_every_eval_sentence_with_the_teachers_length():
@@ -78,9 +87,9 @@ def test_ends_on_every_eval_sentence_with_the_teachers_length():
 
 def test_speed_is_the_duration_models_rate():
     frontend = JoePromptFrontend(read_config(SHIPPED_WEIGHTS))
-    normal = frontend.prepare(SPOKEN, "joe").num_frames
-    fast = frontend.prepare(SPOKEN, "joe", speed=1.5).num_frames
-    slow = frontend.prepare(SPOKEN, "joe", speed=0.75).num_frames
+    normal = frontend.prepare(SPOKEN[0], "joe").num_frames
+    fast = frontend.prepare(SPOKEN[0], "joe", speed=1.5).num_frames
+    slow = frontend.prepare(SPOKEN[0], "joe", speed=0.75).num_frames
     assert fast / normal == pytest.approx(1 / 1.5, rel=0.02)
     assert slow / normal == pytest.approx(1 / 0.75, rel=0.02)
 
@@ -109,12 +118,13 @@ def test_default_server_speaks(transcriber, tmp_path):
                     break
             except httpx.TransportError:
                 time.sleep(0.5)
-        body = {"model": "tts-1", "voice": "alloy", "input": SPOKEN, "response_format": "pcm"}
+        text = " ".join(SPOKEN)
+        body = {"model": "tts-1", "voice": "alloy", "input": text, "response_format": "pcm"}
         response = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
         assert response.status_code == 200, response.text
         audio = np.frombuffer(response.content, dtype="<i2").astype(np.float32) / 32768
         assert audio.size > 24000  # OpenAI's pcm: 24 kHz; over a second of speech
-        assert word_recall(SPOKEN, transcriber.transcribe(audio, 24000)) >= 0.6
+        assert word_recall(text, transcriber.transcribe(audio, 24000)) >= 0.6
         # speed goes to the duration model (fewer frames), not to a time-stretch afterwards.
         faster = httpx.post(f"{url}/v1/audio/speech", json={**body, "speed": 1.5}, timeout=120)
         assert faster.status_code == 200
