@@ -49,4 +49,5 @@ def plan_segments(
     spoken = [piece for piece in pieces if prepared(piece) is not None]
     if not spoken:
         raise ValueError(f"nothing to speak in {text!r}")
-    return [Segment(piece, base.replace(max_tokens=output_budget(piece), seed=seed)) for piece in spoken]
+    return [Segment(piece, base.replace(max_tokens=output_budget(piece), seed=seed), prepared(piece))
+            for piece in spoken]

@@ -10,6 +10,7 @@ import numpy as np
 
 from engine.client import EngineClient
 from engine.outputs import AudioChunk
+from model.families.base import SpeechPrompt
 from model.sampling import SamplingParams
 
 # Edges of a join between segments are faded over this long so the step between two
@@ -33,8 +34,12 @@ class Usage:
 
 @dataclass(slots=True)
 class Segment:
+    """One engine request of a speech request; `prompt` is its text already prepared by planning
+    (None: the engine client prepares it), so that no text is processed twice."""
+
     text: str
     params: SamplingParams
+    prompt: SpeechPrompt | None = None
 
 
 class SegmentedSynthesis:
@@ -116,7 +121,8 @@ class SegmentedSynthesis:
 
     async def _pump(self, segment: Segment, queue: asyncio.Queue) -> None:
         try:
-            async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed):
+            async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed,
+                                                       prompt=segment.prompt):
                 queue.put_nowait(chunk)
         except Exception as exc:  # handed to the consumer, which raises it in order
             queue.put_nowait(exc)

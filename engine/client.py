@@ -15,7 +15,7 @@ from engine.core_loop import CORE_THREAD_NAME, core_process_main, queue_receiver
 from engine.errors import EngineDeadError, RequestRejected
 from engine.messages import AbortRequest, AddRequest, CoreFailed, CoreReady, Rejected, Shutdown, StatsUpdate
 from engine.outputs import AudioChunk, EngineStats
-from model.families.base import PromptFrontend
+from model.families.base import PromptFrontend, SpeechPrompt
 from model.loader import load_frontend
 from model.sampling import SamplingParams
 
@@ -94,13 +94,17 @@ class EngineClient:
         request_id: str | None = None,
         priority: int = 0,
         speed: float = 1.0,
+        prompt: SpeechPrompt | None = None,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
         full queue), VoiceNotFoundError, or EngineDeadError. `speed` reaches models that control
-        their own rate, within `frontend.speed_range`; the caller time-stretches the rest."""
-        # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes milliseconds
-        # that would otherwise stall every other stream's chunks on this event loop.
-        prompt = await asyncio.to_thread(self.frontend.prepare, text, voice, speed)
+        their own rate, within `frontend.speed_range`; the caller time-stretches the rest.
+        `prompt`, when given, is `frontend.prepare(text, voice, speed)` already done (planning
+        does it to size segments) and is used as is."""
+        if prompt is None:
+            # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
+            # milliseconds that would otherwise stall every other stream's chunks on this loop.
+            prompt = await asyncio.to_thread(self.frontend.prepare, text, voice, speed)
         request_id = request_id or uuid.uuid4().hex
         params = params or self.frontend.default_sampling()
         if self._dead:

@@ -50,7 +50,11 @@ class LettersOnlyFrontend:
     def default_sampling(self):
         return SamplingParams()
 
+    def __init__(self) -> None:
+        self.prepared: list[str] = []
+
     def prepare(self, text, voice, speed=1.0):
+        self.prepared.append(text)
         if not any(c.isalpha() for c in text):
             raise ValueError(f"nothing to speak in {text!r}")
         return SpeechPrompt(token_ids=list(range(len(text))))
@@ -64,8 +68,12 @@ def test_pieces_with_nothing_to_speak_are_dropped_not_fatal():
     dots = "... " * 8  # too long to share a segment with a sentence: it becomes one of its own
     text = dots + " ".join(f"Sentence {i} is here." for i in range(6)) + " " + dots
     assert "Sentence" not in split_text(text, lambda s: len(s) <= 30)[0]
-    segments = plan_segments(text, "v", LettersOnlyFrontend(), settings, context_tokens=60)
+    frontend = LettersOnlyFrontend()
+    segments = plan_segments(text, "v", frontend, settings, context_tokens=60)
     assert len(segments) > 1 and all(any(c.isalpha() for c in s.text) for s in segments)
+    # Each segment carries the prompt planning prepared for it, prepared once per piece.
+    assert all(s.prompt.token_ids == list(range(len(s.text))) for s in segments)
+    assert len(frontend.prepared) == len(set(frontend.prepared))
     assert " ".join(s.text for s in segments).count("Sentence") == 6
     with pytest.raises(ValueError, match="nothing to speak"):
         plan_segments("... !", "v", LettersOnlyFrontend(), settings, context_tokens=60)
@@ -96,9 +104,11 @@ class FakeEngine:
     def __init__(self, frames: int = 4, samples: int = 100) -> None:
         self.frames, self.samples = frames, samples
         self.events: list[tuple[str, str]] = []
+        self.prompts: list = []
 
-    async def synthesize(self, text, voice, params, speed=1.0):
+    async def synthesize(self, text, voice, params, speed=1.0, prompt=None):
         self.events.append(("start", text))
+        self.prompts.append(prompt)
         try:
             for i in range(self.frames):
                 await asyncio.sleep(0.01)
@@ -113,7 +123,7 @@ class FakeEngine:
 
 
 def segments(n: int) -> list[Segment]:
-    return [Segment(f"segment {i + 1}", SamplingParams()) for i in range(n)]
+    return [Segment(f"segment {i + 1}", SamplingParams(), SpeechPrompt(token_ids=[i])) for i in range(n)]
 
 
 def test_segments_stream_in_order_without_gaps_and_next_starts_early():
@@ -141,6 +151,7 @@ def test_segments_stream_in_order_without_gaps_and_next_starts_early():
     assert order.index(("start", "segment 2")) < order.index(("finish", "segment 1"))
     assert order.index(("start", "segment 3")) < order.index(("finish", "segment 2"))
     assert usage.as_dict() == {"input_tokens": 15, "output_tokens": 84, "total_tokens": 99}
+    assert [p.token_ids for p in engine.prompts] == [[0], [1], [2]]  # planning's prompts reach the engine
 
 
 def test_close_aborts_every_open_request():

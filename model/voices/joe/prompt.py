@@ -3,7 +3,6 @@ durations and time-aligned prior through the teacher's front end."""
 from __future__ import annotations
 
 import math
-import threading
 
 from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
@@ -12,7 +11,6 @@ from model.voices.joe.frontend import TeacherFrontend
 from model.voices.joe.student import StudentConfig
 
 JOE_VOICES = ("joe",)
-RECENT_PROMPTS = 32
 
 
 class JoePromptFrontend(PromptFrontend):
@@ -30,27 +28,14 @@ class JoePromptFrontend(PromptFrontend):
         self.max_model_len = config.max_positions
         self.teacher = TeacherFrontend()
         self.sample_rate = self.teacher.sample_rate
-        self._recent: dict[tuple[str, float], SpeechPrompt] = {}
-        self._lock = threading.Lock()  # prepare runs on worker threads
 
     def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
         if not speed > 0:
             raise ValueError(f"speed must be > 0, got {speed}")
-        with self._lock:
-            cached = self._recent.get((text, speed))
-        if cached is None:
-            cached = self._prepare(text, speed)
-            # The API prepares each segment twice (planning, then the request): keep a few.
-            with self._lock:
-                self._recent[(text, speed)] = cached
-                while len(self._recent) > RECENT_PROMPTS:
-                    self._recent.pop(next(iter(self._recent)))
-        return SpeechPrompt(list(cached.token_ids), cached.conditioning, cached.num_frames,
-                            cached.cache_salt, cached.num_text_tokens)
-
-    def _prepare(self, text: str, speed: float) -> SpeechPrompt:
+        # NOTE: runs on worker threads, concurrently: espeak is serialized by its own lock
+        # (frontend.py) and an onnxruntime session may run several calls at once.
         prompt = self.teacher.speech_prompt(text, speed)
         prompt.token_ids.append(STEP_SLOT_ID)
         # The step slot's input depends on the prior, which the phonemes fix up to the length scale.
