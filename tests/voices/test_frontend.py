@@ -76,7 +76,7 @@ def test_prompt_frontend_adds_the_step_slot_and_scales_by_speed(chorus_cache):
     prompt = frontend.prepare(TEXT, "joe")
     assert prompt.token_ids[-1] == STEP_SLOT_ID and prompt.num_text_tokens == len(prompt.token_ids) - 1
     assert frontend.expected_outputs(prompt) == -(-prompt.num_frames // 4)
-    again = frontend.prepare(TEXT, "joe")  # served from the recent-prompt cache, as a fresh copy
+    again = frontend.prepare(TEXT, "joe")  # deterministic: the same prompt, in a new object
     assert again.token_ids == prompt.token_ids and again.token_ids is not prompt.token_ids
     # Exact to a frame per sentence although the voice rounds every phoneme's duration up.
     for speed in (0.5, 0.8, 1.25, 2.0):
