@@ -33,8 +33,9 @@ ONNX_INPUT, ONNX_OUTPUT = "z", "audio"
 
 @dataclass(frozen=True, slots=True)
 class IstftHeadConfig:
-    """Shape of the head. Invariant: n_fft is a multiple of the hop (32 samples, the HiFi-GAN's
-    first-stage position), so the inverse STFT maps n positions to exactly n * hop samples."""
+    """Shape of the head. Invariant (checked by IstftHead): n_fft is a multiple of the hop (32
+    samples, the HiFi-GAN's first-stage position) and at least 4 hops, so the inverse STFT maps n
+    positions to exactly n * hop samples with a constant window normalisation."""
 
     channels: int = 128
     kernel: int = 7
@@ -54,7 +55,7 @@ class IstftHeadConfig:
 
 def _inverse_dft_basis(n_fft: int, hop: int) -> Tensor:
     """[2 * bins, 1, n_fft]: real and imaginary spectrum rows → the windowed frame they make,
-    already divided by the Hann window's overlap-add sum (constant for hop ≤ n_fft / 2)."""
+    already divided by the squared Hann window's overlap-add sum (constant for hop ≤ n_fft / 4)."""
     bins = n_fft // 2 + 1
     n = torch.arange(n_fft, dtype=torch.float64)
     k = torch.arange(bins, dtype=torch.float64)[:, None]
@@ -74,8 +75,9 @@ class IstftHead(nn.Module):
 
     def __init__(self, in_channels: int, hop: int, config: IstftHeadConfig) -> None:
         super().__init__()
-        if config.n_fft % hop or config.n_fft < 2 * hop:
-            raise ValueError(f"n_fft {config.n_fft} must be a multiple of the hop {hop}, at least 2x")
+        if config.n_fft % hop or config.n_fft < 4 * hop:
+            raise ValueError(f"n_fft {config.n_fft} must be a multiple of the hop {hop}, at least 4x "
+                             "(where the squared Hann window overlap-adds to a constant)")
         self.config = config
         self.hop = hop
         self.bins = config.n_fft // 2 + 1
@@ -84,7 +86,8 @@ class IstftHead(nn.Module):
         self.block = _ResBlock(config.channels, 3, config.resblock_dilations)
         self.conv_out = nn.Conv1d(config.channels, 2 * self.bins, config.kernel, padding=pad)
         self.register_buffer("basis", _inverse_dft_basis(config.n_fft, hop), persistent=False)
-        # The overlap-added frame of position t starts n_fft/2 - hop/2 samples before its centre.
+        # Position t's frame spans [t * hop, t * hop + n_fft) of the overlap-add, centred at
+        # t * hop + n_fft / 2; trimming n_fft / 2 - hop / 2 puts that centre at t * hop + hop / 2.
         self.trim = config.n_fft // 2 - hop // 2
 
     def forward(self, features: Tensor) -> Tensor:
