@@ -39,7 +39,7 @@ from model.voices.joe.hifigan import HifiGanDecoder
 from model.voices.joe.lr_schedule import warmup_cosine
 from model.voices.joe.istft import HEAD_WEIGHTS_FILE, IstftDecoder, IstftHeadConfig, load_decoder, save_head
 from model.voices.joe.shards import Utterance, iter_utterances
-from model.voices.joe.student import SHIPPED_WEIGHTS, JoeStudent
+from model.voices.joe.student import SHIPPED_WEIGHTS, WEIGHTS_FILE, JoeStudent
 from model.voices.joe.spectral_loss import WaveformDistillationLoss, snr_db
 from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, decoder_state_dict, open_session
 
@@ -185,11 +185,16 @@ class DecoderTrainer:
 
     def _subsets(self, threads: int) -> dict[str, DecodedSubset]:
         """train / valid decode the teacher's z; student-train / student-valid (only with a
-        student share) the student's predictions of the same utterances."""
+        student share) the student's predictions of the same utterances, cached under the
+        student's weights' hash so that a retrained student is never served stale features."""
         cfg = self.config
         cache = self.out / f"decoded-every{cfg.every}-holdout{cfg.holdout_every}-valid{cfg.valid_utterances}"
         names = ["train", "valid"] + (["student-train", "student-valid"] if cfg.student_share > 0 else [])
-        sets = {name: DecodedSubset.load(cache / f"{name}.npz") for name in names if (cache / f"{name}.npz").is_file()}
+        files = {name: cache / f"{name}.npz" for name in names}
+        if cfg.student_share > 0:
+            tag = hashlib.sha256((self.student_folder / WEIGHTS_FILE).read_bytes()).hexdigest()[:12]
+            files |= {name: cache / f"{name}-{tag}.npz" for name in names if name.startswith("student")}
+        sets = {name: DecodedSubset.load(path) for name, path in files.items() if path.is_file()}
         if len(sets) == len(names):
             return sets
         train, valid = select_utterances(self.data, self.config)
@@ -205,7 +210,7 @@ class DecoderTrainer:
                                                  student_latents(student, utterances), teacher_audio)
             else:
                 sets[name] = DecodedSubset.build(self.decoder, latents, threads)
-            sets[name].save(cache / f"{name}.npz")
+            sets[name].save(files[name])
         return sets
 
     def save_checkpoint(self) -> None:
