@@ -18,8 +18,8 @@ from torch import Tensor
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import StreamingConfig
 from model.voices.joe.hifigan import HifiGanConfig, HifiGanDecoder
-from model.voices.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, exported_onnx,
-                                    load_decoder)
+from model.voices.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, export_onnx,
+                                    load_decoder, onnx_path)
 from model.voices.joe.teacher import AUDIO, DECODER_CUT, LATENT, cut_path, decoder_state_dict, onnx_session, voice_key
 
 # Measured (tests/voices/test_codec.py): one z column moves the decoder's output from ~9.9 frames
@@ -109,13 +109,17 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
     threads = torch.get_num_threads()
     if decoder == "hifigan" and runner == "onnxruntime":
         return OnnxFrameCodec(cut_path(DECODER_CUT), LATENT, AUDIO, threads)
-    teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
     if decoder == "hifigan":
+        teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
         return TorchFrameCodec(teacher.to(device), teacher.config)
     if not (folder / HEAD_WEIGHTS_FILE).is_file():
         raise FileNotFoundError(f"no iSTFT decoder head in {folder}: train one with "
                                 "python -m model.voices.joe.train_decoder")
-    istft = load_decoder(teacher, folder)
     if runner == "onnxruntime":
-        return OnnxFrameCodec(exported_onnx(istft, folder, voice_key()), ONNX_INPUT, ONNX_OUTPUT, threads)
-    return TorchFrameCodec(istft.to(device), teacher.config)
+        # The modules are built only to export the graph the first time.
+        path = onnx_path(folder, voice_key())
+        if not path.is_file():
+            export_onnx(load_decoder(HifiGanDecoder.from_state_dict(decoder_state_dict()), folder), path)
+        return OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
+    teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
+    return TorchFrameCodec(load_decoder(teacher, folder).to(device), teacher.config)

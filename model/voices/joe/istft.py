@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from torch.nn import functional as F
 
 from model.tiny_random import cache_root
 from model.voices.joe.hifigan import _SLOPE, HifiGanConfig, HifiGanDecoder, _ResBlock
+from model.voices.joe.teacher import write_aside
 
 HEAD_WEIGHTS_FILE = "decoder_head.safetensors"
 HEAD_CONFIG_FILE = "decoder_head.json"
@@ -160,23 +160,23 @@ def load_decoder(teacher: HifiGanDecoder, folder: Path) -> IstftDecoder:
     return decoder.eval()
 
 
-def exported_onnx(decoder: IstftDecoder, folder: Path, voice_key: str) -> Path:
-    """The decoder as an ONNX graph (batch and length dynamic), exported once and cached under a
-    name that changes with the head's weights and the voice package (`voice_key`). On the CPU
+def onnx_path(folder: Path, voice_key: str) -> Path:
+    """Where the decoder with the head in `folder` is cached as an ONNX graph: the name changes
+    with the head's weights and with the voice package (`voice_key`) its trunk comes from."""
+    digest = hashlib.sha256((folder / HEAD_WEIGHTS_FILE).read_bytes()).hexdigest()[:16]
+    return cache_root() / "voices" / "joe" / f"istft-{digest}-{voice_key}.onnx"
+
+
+def export_onnx(decoder: IstftDecoder, target: Path) -> Path:
+    """Writes the decoder to `target` as an ONNX graph, batch and length dynamic. On the CPU
     onnxruntime runs it ~1.5x faster than torch and without torch's occasional 100-200 ms stalls
     on window lengths it has not seen yet (measured on the 2-core machine)."""
-    digest = hashlib.sha256((folder / HEAD_WEIGHTS_FILE).read_bytes()).hexdigest()[:16]
-    target = cache_root() / "voices" / "joe" / f"istft-{digest}-{voice_key}.onnx"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(suffix=".onnx.tmp", dir=target.parent)
-    os.close(handle)
     example = torch.zeros(1, decoder.trunk.conv_pre.in_channels, 16)
     dynamic = {ONNX_INPUT: {0: "batch", 2: "frames"}, ONNX_OUTPUT: {0: "batch", 1: "samples"}}
-    with torch.no_grad():
-        torch.onnx.export(decoder.eval(), (example,), staging, input_names=[ONNX_INPUT],
-                          output_names=[ONNX_OUTPUT], dynamic_axes=dynamic, opset_version=17, dynamo=False)
-    os.chmod(staging, 0o644)
-    os.replace(staging, target)  # concurrent first uses never read half a file
-    return target
+
+    def write(staging: str) -> None:
+        with torch.no_grad():
+            torch.onnx.export(decoder.eval(), (example,), staging, input_names=[ONNX_INPUT],
+                              output_names=[ONNX_OUTPUT], dynamic_axes=dynamic, opset_version=17, dynamo=False)
+
+    return write_aside(target, write)

@@ -13,6 +13,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 RESOLUTIONS = ((2048, 512), (1024, 256), (512, 128), (256, 64), (128, 32))
+MEL_N_FFT = 1024  # the log-mel term reuses this resolution's magnitudes
 _EPS = 1e-5
 
 
@@ -46,11 +47,10 @@ class WaveformDistillationLoss(torch.nn.Module):
     def __init__(self, sample_rate: int, mels: int = 80, compress: float = 0.3) -> None:
         super().__init__()
         self.compress = compress
-        self.register_buffer("mel", mel_filterbank(sample_rate, 1024, mels), persistent=False)
+        self.register_buffer("mel", mel_filterbank(sample_rate, MEL_N_FFT, mels), persistent=False)
 
     def forward(self, pred: Tensor, target: Tensor) -> Tensor:
         total = pred.new_zeros(())
-        parts = {}
         for n_fft, hop in RESOLUTIONS:
             p, t = _spectrum(pred, n_fft, hop), _spectrum(target, n_fft, hop)
             p_mag, t_mag = p.abs().clamp(min=_EPS), t.abs().clamp(min=_EPS)
@@ -59,10 +59,10 @@ class WaveformDistillationLoss(torch.nn.Module):
             complex_ = F.l1_loss(torch.view_as_real(p * p_mag ** (self.compress - 1)),
                                  torch.view_as_real(t * t_mag ** (self.compress - 1)))
             total = total + (convergence + log_mag + complex_) / len(RESOLUTIONS)
-            if n_fft == 1024:
-                parts["mel"] = F.l1_loss((self.mel @ p_mag).clamp(min=_EPS).log(),
-                                         (self.mel @ t_mag).clamp(min=_EPS).log())
-        return total + parts["mel"]
+            if n_fft == MEL_N_FFT:
+                total = total + F.l1_loss((self.mel @ p_mag).clamp(min=_EPS).log(),
+                                          (self.mel @ t_mag).clamp(min=_EPS).log())
+        return total
 
 
 def snr_db(pred: Tensor, target: Tensor) -> float:

