@@ -3,6 +3,8 @@ with exactly the announced frames, and survives preemption unchanged. Random sma
 tests are about the machinery, test_joe_speaks.py about the shipped voice."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from engine.core import EngineCore
 from engine.errors import RequestRejected
 from model.sampling import SamplingParams
 from model.families.base import SpeechPrompt
+from model.llama.half_gemv import use_half_gemv
 from model.voices.joe.codec import load_joe_codec
 from model.voices.joe.dense import StudentBatch, forward_steps
 from model.voices.joe.family import STEP_SLOT_ID, JoeFamily
@@ -86,6 +89,17 @@ def test_engine_equals_the_training_forward_and_ends_with_every_frame(student, c
         assert chunks[rid][-1].finish_reason == "stop"
         audio = np.concatenate([c.pcm for c in chunks[rid]])
         assert audio.size == p.num_frames * codec.samples_per_frame
+
+
+def test_half_precision_single_row_steps_stay_close(student, codec):
+    # The shipped voice serves one stream's decode steps with float16 weight copies (half_gemv.py).
+    prompts = [prompt(2)]
+    exact, _, _ = serve(student, codec, num_blocks=64, prompts=prompts)
+    half_student = copy.deepcopy(student)
+    assert use_half_gemv(half_student) > 0
+    half, _, _ = serve(half_student, codec, num_blocks=64, prompts=prompts)
+    scale = exact["s0"].abs().max()
+    assert 0 < (half["s0"] - exact["s0"]).abs().max() <= 1e-2 * scale
 
 
 def test_preemption_changes_nothing(student, codec):

@@ -12,6 +12,7 @@ from torch import Tensor
 from model.attention import AttentionBackend
 from model.codecs.streaming import StreamingConfig
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
+from model.llama.half_gemv import use_half_gemv
 from model.sampling import SamplingParams
 from model.voices.joe.codec import JOE_STREAMING, JoeFrameCodec, load_joe_codec
 from model.voices.joe.student import JoeStudent
@@ -59,6 +60,11 @@ class JoeFamily(SpeechFamily):
     def from_folder(cls, folder: Path, attention: AttentionBackend, device: torch.device,
                     dtype: torch.dtype, max_model_len: int | None = None, codec: str = "istft") -> JoeFamily:
         student = JoeStudent.load(folder, attention, device, dtype)
+        if device.type == "cpu" and dtype == torch.float32:
+            # One stream's decode step reads every weight for one row: float16 copies halve
+            # that (half_gemv.py). The shipped weights are stored in float16, so the copies
+            # are exact; only the row is rounded.
+            use_half_gemv(student)
         limit = student.config.max_positions
         return cls(student, load_joe_codec(device, codec), min(max_model_len or limit, limit))
 
@@ -95,14 +101,17 @@ class JoeFamily(SpeechFamily):
                 step_previous.extend(stream.outputs[j - 1] if j else self._zeros for j in range(first, last))
                 step_rows.extend(range(row + split - start, row + end - start))
             row += end - start
+        # A batch of only steps (every decode step) or only phonemes needs no scatter.
+        if not token_ids:
+            return self.student.step_inputs(torch.cat(step_priors), torch.stack(step_previous))
+        if not step_rows:
+            return self.backbone.embed_tokens(torch.tensor(token_ids, device=self.device))
         out = torch.empty(row, self.student.config.hidden_size, device=self.device,
                           dtype=self._zeros.dtype)
-        if token_ids:
-            ids = torch.tensor(token_ids, device=self.device)
-            out[torch.tensor(token_rows, device=self.device)] = self.backbone.embed_tokens(ids)
-        if step_rows:
-            inputs = self.student.step_inputs(torch.cat(step_priors), torch.stack(step_previous))
-            out[torch.tensor(step_rows, device=self.device)] = inputs
+        ids = torch.tensor(token_ids, device=self.device)
+        out[torch.tensor(token_rows, device=self.device)] = self.backbone.embed_tokens(ids)
+        inputs = self.student.step_inputs(torch.cat(step_priors), torch.stack(step_previous))
+        out[torch.tensor(step_rows, device=self.device)] = inputs
         return out
 
     def _prior_inputs(self, stream: JoeStream) -> Tensor:
