@@ -1,6 +1,7 @@
 """Per-step description of a flat batch for paged attention."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -68,24 +69,23 @@ class AttentionMetadata:
             if len(table) * block_size < seq_lens[i]:
                 raise ValueError(f"sequence {i}: {len(table)} blocks cannot hold {seq_lens[i]} tokens")
         max_blocks = max(len(table) for table in block_tables)
-        padded_tables = torch.tensor([table + [0] * (max_blocks - len(table)) for table in block_tables],
-                                     dtype=torch.int64)
+        padded_tables = [table + [0] * (max_blocks - len(table)) for table in block_tables]
 
-        # NOTE: slots are computed vectorised on the CPU from the python lists, then moved in one transfer each.
-        lens = torch.tensor(query_lens, dtype=torch.int64)
-        token_seq = torch.repeat_interleave(torch.arange(len(query_lens)), lens)
-        starts = torch.zeros(len(query_lens) + 1, dtype=torch.int64)
-        torch.cumsum(lens, 0, out=starts[1:])
-        offsets_in_chunk = torch.arange(int(starts[-1])) - starts[token_seq]
-        positions = torch.tensor(context_lens, dtype=torch.int64)[token_seq] + offsets_in_chunk
-        blocks = padded_tables[token_seq, positions // block_size]
-        slot_mapping = blocks * block_size + positions % block_size
+        # NOTE: the few small index arrays are built in python and moved in one transfer each: a
+        # step's metadata is host work on its critical path, and on the CPU a chain of tiny torch
+        # ops (repeat_interleave, cumsum, gathers) cost several times more than these loops.
+        slot_mapping = [
+            table[position // block_size] * block_size + position % block_size
+            for q, ctx, table in zip(query_lens, context_lens, padded_tables)
+            for position in range(ctx, ctx + q)
+        ]
+        starts = [0, *itertools.accumulate(query_lens)]
 
         return cls(
-            query_start_loc=starts.to(device=device, dtype=torch.int32),
+            query_start_loc=torch.tensor(starts, dtype=torch.int32, device=device),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
-            block_tables=padded_tables.to(device=device, dtype=torch.int32),
-            slot_mapping=slot_mapping.to(device=device),
+            block_tables=torch.tensor(padded_tables, dtype=torch.int32, device=device),
+            slot_mapping=torch.tensor(slot_mapping, dtype=torch.int64, device=device),
             query_lens=list(query_lens),
             context_lens=list(context_lens),
             max_query_len=max(query_lens),

@@ -70,12 +70,23 @@ class TorchReferenceBackend(AttentionBackend):
 class _StepPlan:
     """Everything about a step's attention that depends only on its metadata, not on the layer."""
 
-    padded_rows: Tensor  # [T]: each token's row in the padded [B * max_query_len] layout
-    visible: Tensor  # [B, 1, max_query_len, max_seq_len] bool: key k is visible to the query at p iff k <= p
+    padded_rows: Tensor | None  # [T]: each token's row in the padded [B * max_query_len] layout (None: decode)
+    # [B, 1, max_query_len, max_seq_len] bool: key k is visible to the query at p iff k <= p;
+    # None when every key gathered is visible (decode steps of equally long sequences).
+    visible: Tensor | None
     block_ids: Tensor  # [B * blocks_needed]: the blocks to gather, row-major by sequence
 
     @classmethod
     def build(cls, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
+        blocks_needed = -(-meta.max_seq_len // meta.block_size)
+        block_ids = meta.block_tables[:, :blocks_needed].flatten()
+        if meta.max_query_len == 1:
+            # Decode only: no padding, and each query sees its sequence's first seq_len keys
+            # (no mask at all when every sequence has max_seq_len). Fewer small ops per step.
+            if min(meta.context_lens) == max(meta.context_lens):
+                return cls(None, None, block_ids)
+            key_positions = torch.arange(meta.max_seq_len, device=device)
+            return cls(None, (key_positions < meta.seq_lens[:, None])[:, None, None, :], block_ids)
         num_tokens = int(meta.num_tokens)
         query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
         token_seq = torch.repeat_interleave(
@@ -87,8 +98,7 @@ class _StepPlan:
         query_positions = context_lens[:, None] + torch.arange(meta.max_query_len, device=device)
         key_positions = torch.arange(meta.max_seq_len, device=device)
         visible = key_positions[None, None, :] <= query_positions[:, :, None]
-        blocks_needed = -(-meta.max_seq_len // meta.block_size)
-        return cls(padded_rows, visible[:, None], meta.block_tables[:, :blocks_needed].flatten())
+        return cls(padded_rows, visible[:, None], block_ids)
 
 
 def _write_new_kv(kv_cache: Tensor, key: Tensor, value: Tensor, slot_mapping: Tensor) -> None:
