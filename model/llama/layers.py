@@ -46,13 +46,16 @@ class RotaryEmbedding:
         self._step: tuple[Tensor, torch.dtype, Tensor, Tensor] | None = None
 
     def apply(self, positions: Tensor, query: Tensor, key: Tensor, num_positions: int) -> tuple[Tensor, Tensor]:
+        return self.rotate(positions, query, num_positions), self.rotate(positions, key, num_positions)
+
+    def rotate(self, positions: Tensor, heads: Tensor, num_positions: int) -> Tensor:
+        """Rotates `heads` [T, any number of heads, head_dim] at `positions` [T]."""
         step = self._step
-        if step is None or step[0] is not positions or step[1] != query.dtype:
+        if step is None or step[0] is not positions or step[1] != heads.dtype:
             # NOTE: the caller bounds positions by num_positions (python int) so growing never needs a device sync.
-            cos, sin = self._table(num_positions, positions.device)[positions].to(query.dtype).chunk(2, dim=-1)
-            step = self._step = (positions, query.dtype, cos[:, None, :], sin[:, None, :])
-        cos, sin = step[2], step[3]
-        return _rotate(query, cos, sin), _rotate(key, cos, sin)
+            cos, sin = self._table(num_positions, positions.device)[positions].to(heads.dtype).chunk(2, dim=-1)
+            step = self._step = (positions, heads.dtype, cos[:, None, :], sin[:, None, :])
+        return _rotate(heads, step[2], step[3])
 
     def _table(self, num_positions: int, device: torch.device) -> Tensor:
         table = self._cos_sin
@@ -100,11 +103,13 @@ class LlamaAttention(nn.Module):
 
     def forward(self, hidden: Tensor, positions: Tensor, kv_cache: Tensor, meta: AttentionMetadata) -> Tensor:
         num_tokens = hidden.shape[0]
-        query, key, value = self.qkv_proj(hidden).split(self.qkv_sizes, dim=-1)
-        query = query.view(num_tokens, self.num_heads, self.head_dim)
-        key = key.view(num_tokens, self.num_kv_heads, self.head_dim)
+        # Queries and keys are adjacent rows of the fused projection: rotated as one tensor of
+        # heads, which halves the rotary's small ops (they dominate a CPU decode step).
+        query_key, value = self.qkv_proj(hidden).split([self.qkv_sizes[0] + self.qkv_sizes[1], self.qkv_sizes[2]], -1)
+        query_key = query_key.view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)
+        query, key = self.rotary.rotate(positions, query_key, meta.max_seq_len).split(
+            [self.num_heads, self.num_kv_heads], dim=1)
         value = value.view(num_tokens, self.num_kv_heads, self.head_dim)
-        query, key = self.rotary.apply(positions, query, key, meta.max_seq_len)
         out = self.attention.forward(query, key, value, kv_cache, meta, self.scale)
         return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
 
