@@ -139,7 +139,20 @@ def apply_warpers(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
 
     Greedy rows are left at temperature 1; their token is chosen before warping.
     """
+    temperature, top_p_cutoff, top_k = warper_columns(states, scores.shape[-1], scores.device)
     vocab_size = scores.shape[-1]
+    return warp(
+        scores, temperature, top_p_cutoff, top_k,
+        use_top_k=any(0 < state.params.top_k < vocab_size for state in states),
+        use_top_p=any(state.params.top_p < 1.0 for state in states),
+    )
+
+
+def warper_columns(
+    states: Sequence[SamplingState], vocab_size: int, device: torch.device | str = "cpu"
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row: temperature (1 for greedy rows) and 1 - top_p as float32, top_k as int64
+    (vocab_size where top-k is off), the inputs of `warp`."""
     # NOTE: 1 - top_p is computed in Python double, as Hugging Face does, so the float32 cut-off
     # rounds the same way and the kept sets match exactly.
     columns = torch.tensor(
@@ -152,30 +165,46 @@ def apply_warpers(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
             for state in states
         ],
         dtype=torch.float64,
-        device=scores.device,
+        device=device,
     )
     temperature, top_p_cutoff, top_k = columns.unbind(dim=-1)
-    scores = scores / temperature.to(torch.float32)[:, None]
-    use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
-    use_top_p = any(state.params.top_p < 1.0 for state in states)
+    return temperature.to(torch.float32), top_p_cutoff.to(torch.float32), top_k.long()
+
+
+def warp(
+    scores: Tensor, temperature: Tensor, top_p_cutoff: Tensor, top_k: Tensor,
+    use_top_k: bool = True, use_top_p: bool = True,
+) -> Tensor:
+    """Temperature, then top-k, then top-p, per row ([B] tensors); `use_*` False skips a filter
+    that no row uses. With both on, a row whose top_k is the vocabulary and whose cut-off is 0
+    keeps every token of nonzero probability, so the result depends on no host-side decision
+    (what a CUDA graph needs)."""
+    vocab_size = scores.shape[-1]
+    scores = scores / temperature[:, None]
     if not (use_top_k or use_top_p):
         return scores
     sorted_scores, order = scores.sort(dim=-1)
     if use_top_k:
         # Ties with the k-th largest score are kept, as in Hugging Face's TopKLogitsWarper.
-        kth_largest = sorted_scores.gather(1, (vocab_size - top_k.long())[:, None])
+        kth_largest = sorted_scores.gather(1, (vocab_size - top_k)[:, None])
         sorted_scores = sorted_scores.masked_fill(sorted_scores < kth_largest, float("-inf"))
     if use_top_p:
         cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
-        drop = cumulative <= top_p_cutoff.to(torch.float32)[:, None]
+        drop = cumulative <= top_p_cutoff[:, None]
         drop[:, -1] = False
         sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
     return torch.empty_like(scores).scatter_(1, order, sorted_scores)
 
 
-def _exponential_race(probs: Tensor, states: Sequence[SamplingState]) -> Tensor:
-    """argmax(p / E) with E ~ Exp(1) picks token i with probability p_i: one draw per row."""
-    noise = torch.empty_like(probs)
+def exponential_race(probs: Tensor, noise: Tensor) -> Tensor:
+    """argmax(p / E) with E ~ Exp(1) (`noise`, same shape) picks token i with probability p_i.
+    Writes into `probs` and `noise`."""
+    return probs.div_(noise.clamp_min_(_SMALLEST_NOISE)).argmax(dim=-1)
+
+
+def draw_noise(noise: Tensor, states: Sequence[SamplingState]) -> Tensor:
+    """Fills `noise` [B, C] with Exp(1) draws: a seeded sampling row from its own generator (so
+    its draws depend on nothing else in the batch), every other row from the default one."""
     seeded = [
         (row, state.generator)
         for row, state in enumerate(states)
@@ -185,4 +214,8 @@ def _exponential_race(probs: Tensor, states: Sequence[SamplingState]) -> Tensor:
         noise.exponential_()
     for row, generator in seeded:
         noise[row].exponential_(generator=generator)
-    return probs.div_(noise.clamp_min_(_SMALLEST_NOISE)).argmax(dim=-1)
+    return noise
+
+
+def _exponential_race(probs: Tensor, states: Sequence[SamplingState]) -> Tensor:
+    return exponential_race(probs, draw_noise(torch.empty_like(probs), states))
