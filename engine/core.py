@@ -179,6 +179,7 @@ class EngineCore:
         if not last:
             return AudioChunk(request.request_id, pcm, self.sample_rate)
         del self.requests[request.request_id]
+        self.family.release(request.stream)
         reason = request.finish_reason or "stop"
         self.stats.finished_by_reason[reason] = self.stats.finished_by_reason.get(reason, 0) + 1
         return AudioChunk(

@@ -4,13 +4,14 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import Tensor
 
 from engine.gpu_config import GpuConfig
 from model.attention.metadata import AttentionMetadata
+from model.families.base import GraphEmitter, StreamState
 
 if TYPE_CHECKING:
     from engine.model_runner import ModelRunner
@@ -19,13 +20,18 @@ logger = logging.getLogger("chorus.engine")
 
 
 class DecodeGraphs:
-    """One CUDA graph per padded batch size P of the backbone's forward over P one-token sequences.
+    """One CUDA graph per padded batch size P of a decode step over P one-token sequences: the
+    backbone's forward and, with an `emitter` (the family's GraphEmitter), its head and sampling.
 
-    Invariant: a graph reads only the persistent buffers below and writes only the KV cache and
-    ``self.hidden``; ``run`` fills them in place (no allocation) and marks rows past the real batch as padding
-    (position 0, seq_len 0, slot -1), which writes no cache slot and reads no key. The sampler runs right after
-    the replay, outside the graph, on the rows the caller selects from the returned view of ``self.hidden``
-    (valid until the next ``run``).
+    Invariant: a graph reads only persistent buffers (the ones below and the emitter's) and writes
+    only the KV cache, ``self.hidden`` and the emitter's outputs; ``run`` fills the inputs in place
+    and marks rows past the real batch as padding (position 0, seq_len 0, slot -1), which writes no
+    cache slot and reads no key. ``run`` returns a view of the emitter's outputs, or of
+    ``self.hidden`` without an emitter (then the family's head and emit run eagerly after the
+    replay); either view is valid until the next ``run``.
+
+    With ``eager_replay`` nothing is captured and a "replay" runs the same function directly over
+    the same buffers: the CPU tests' way through this path.
     """
 
     def __init__(
@@ -35,8 +41,12 @@ class DecodeGraphs:
         block_size: int,
         batch_sizes: list[int],
         max_model_len: int,
+        emitter: GraphEmitter | None = None,
+        eager_replay: bool = False,
     ) -> None:
         self.backbone = backbone
+        self.emitter = emitter
+        self.eager_replay = eager_replay
         self.kv_caches = kv_caches
         self.block_size = block_size
         self.batch_sizes = sorted(batch_sizes)
@@ -53,8 +63,11 @@ class DecodeGraphs:
         self.block_tables = torch.zeros(largest, max_blocks, dtype=torch.int32, device=device)
         self.slot_mapping = torch.full((largest,), -1, dtype=torch.int64, device=device)
         self._graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self._outputs: dict[int, Tensor] = {}
 
     def capture(self) -> None:
+        if self.eager_replay:
+            return
         pool = None
         # NOTE: largest first, so the smaller graphs reuse the memory the largest one reserved in the pool.
         for size in reversed(self.batch_sizes):
@@ -65,7 +78,7 @@ class DecodeGraphs:
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
-                self._forward(size, meta)
+                self._outputs[size] = self._forward(size, meta)
             pool = graph.pool()
             self._graphs[size] = graph
         torch.cuda.synchronize()
@@ -77,7 +90,9 @@ class DecodeGraphs:
             and meta.max_seq_len <= self.max_model_len
         )
 
-    def run(self, embeds: Tensor, positions: Tensor, meta: AttentionMetadata) -> Tensor:
+    def run(self, embeds: Tensor, positions: Tensor, meta: AttentionMetadata,
+            streams: Sequence[StreamState] = (), emits: Sequence[bool] = ()) -> Tensor:
+        """`streams` and `emits` (one per sequence of `meta`) are what the emitter prepares from."""
         batch = meta.num_seqs
         padded = self.batch_sizes[bisect.bisect_left(self.batch_sizes, batch)]
         self.embeds[:batch].copy_(embeds)
@@ -88,12 +103,21 @@ class DecodeGraphs:
         self.positions[batch:padded].zero_()
         self.seq_lens[batch:padded].zero_()
         self.slot_mapping[batch:padded].fill_(-1)
-        self._graphs[padded].replay()
-        return self.hidden[:batch]
+        if self.emitter is not None:
+            self.emitter.prepare(streams, emits, padded)
+        if self.eager_replay:
+            outputs = self._forward(padded, self._metadata(padded))
+        else:
+            self._graphs[padded].replay()
+            outputs = self._outputs[padded]
+        return outputs[:batch]
 
-    def _forward(self, size: int, meta: AttentionMetadata) -> None:
+    def _forward(self, size: int, meta: AttentionMetadata) -> Tensor:
         hidden = self.backbone.forward(self.embeds[:size], self.positions[:size], self.kv_caches, meta)
         self.hidden[:size].copy_(hidden)
+        if self.emitter is None:
+            return self.hidden[:size]
+        return self.emitter.emit(self.hidden[:size])
 
     def _metadata(self, size: int) -> AttentionMetadata:
         return AttentionMetadata(
@@ -122,12 +146,12 @@ def attach_decode_graphs(
         logger.warning("CUDA graphs are off: attention backend %r cannot be captured (use 'triton')", backend.name)
         return False
     started = time.perf_counter()
-    graphs = DecodeGraphs(
-        backbone, runner.kv_caches, runner.block_size, config.graph_batch_sizes(max_num_seqs), max_model_len
-    )
+    batch_sizes = config.graph_batch_sizes(max_num_seqs)
+    emitter = runner.family.graph_emitter(batch_sizes[-1]) if config.sample_in_graph else None
+    graphs = DecodeGraphs(backbone, runner.kv_caches, runner.block_size, batch_sizes, max_model_len, emitter)
     with torch.inference_mode():
         graphs.capture()
     runner.decode_graphs = graphs
-    logger.info("captured %d decode graphs (batch %s) in %.1f s", len(graphs.batch_sizes),
-                graphs.batch_sizes, time.perf_counter() - started)
+    logger.info("captured %d decode graphs (batch %s%s) in %.1f s", len(graphs.batch_sizes), graphs.batch_sizes,
+                ", with sampling" if emitter is not None else "", time.perf_counter() - started)
     return True

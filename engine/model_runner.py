@@ -30,7 +30,8 @@ class ModelRunner:
     """Owns the KV tensors' use: builds positions, slot mappings and block tables for a step and
     runs the family's embed → backbone → head → emit. Stateless between steps except for the caches.
     With `decode_graphs` set (CUDA only, see engine/cuda_graphs.py), decode-only steps replay a
-    captured graph instead of running the backbone eagerly; every other step runs eagerly."""
+    captured graph of the backbone (and of head and emit, when the family has a graph emitter)
+    instead of running them eagerly; every other step runs eagerly."""
 
     def __init__(
         self,
@@ -81,8 +82,19 @@ class ModelRunner:
         last_rows = [end - 1 for end, c in zip(ends, chunks) if c.produces_output]
         emitting = [c for c in chunks if c.produces_output]
         started = time.perf_counter()
-        if self.decode_graphs is not None and self.decode_graphs.can_run(meta):
-            hidden = self.decode_graphs.run(embeds, positions, meta)
+        graphs = self.decode_graphs
+        if graphs is not None and graphs.can_run(meta):
+            step_streams = [streams[c.seq.request_id] for c in chunks]
+            replayed = graphs.run(embeds, positions, meta, step_streams, [c.produces_output for c in chunks])
+            if graphs.emitter is not None:
+                # Head and sampling ran inside the graph: one output per chunk (the host copy
+                # waits for the replay, so the forward time includes the sampling).
+                outputs = graphs.emitter.outputs(replayed)
+                return StepResult(
+                    outputs={c.seq.request_id: out for c, out in zip(chunks, outputs) if c.produces_output},
+                    forward_seconds=time.perf_counter() - started,
+                )
+            hidden = replayed
         else:
             hidden = self.family.backbone.forward(embeds, positions, self.kv_caches, meta)
         head_out = None

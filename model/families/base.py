@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 
@@ -67,6 +67,21 @@ class StreamState:
         return self.params.max_tokens
 
 
+class GraphEmitter(Protocol):
+    """`head` and `emit` of a decode step as fixed-shape tensor work over persistent buffers, so a
+    CUDA graph can capture them after the backbone (engine/cuda_graphs.py)."""
+
+    def prepare(self, streams: Sequence[StreamState], emits: Sequence[bool], padded: int) -> None:
+        """Host side, before a replay: fills the buffers of rows [0, len(streams)) from the streams
+        (`emits[i]`: row i's output is real) and marks rows up to `padded` as padding."""
+
+    def emit(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Captured: one output row per row of hidden [P, hidden_size], in a persistent buffer."""
+
+    def outputs(self, emitted: torch.Tensor) -> list[Any]:
+        """Host side, after a replay: `emit`'s first B rows as the outputs `accept` takes."""
+
+
 class SpeechFamily(ABC):
     """A loaded model family: backbone, codec and the per-position input/output rules."""
 
@@ -103,6 +118,14 @@ class SpeechFamily(ABC):
     @abstractmethod
     def accept(self, stream: StreamState, output: Any) -> FrameUpdate:
         """Appends `output` to the stream (it becomes the input of the next position)."""
+
+    def graph_emitter(self, max_rows: int) -> GraphEmitter | None:
+        """An emitter a decode graph of up to `max_rows` rows captures, or None: then `head` and
+        `emit` run eagerly after each replay."""
+        return None
+
+    def release(self, stream: StreamState) -> None:
+        """The stream has ended (finished, aborted or failed): drop what the family holds for it."""
 
 
 class PromptFrontend(ABC):

@@ -8,6 +8,7 @@ import torch
 from model.codecs.base import FrameCodec
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
 from model.families.orpheus.frames import FrameAssembler
+from model.families.orpheus.graph_emit import OrpheusGraphEmitter
 from model.families.orpheus.layout import OrpheusTokenLayout
 from model.sampling import Sampler, SamplingParams, SamplingState
 
@@ -55,6 +56,7 @@ class OrpheusFamily(SpeechFamily):
         self.sampler = Sampler()
         self._device = next(backbone.parameters()).device
         self._stop_ids = (layout.end_of_speech,)
+        self._graph_emitter: OrpheusGraphEmitter | None = None
 
     @property
     def max_model_len(self) -> int:
@@ -68,9 +70,24 @@ class OrpheusFamily(SpeechFamily):
         return self.backbone.embed_tokens(torch.tensor(ids, dtype=torch.long, device=self._device))
 
     def emit(self, logits: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
-        candidates = self._next_frame_candidates(logits, streams) if self.constrain_audio_tokens else None
-        tokens = self.sampler(logits, [s.sampling for s in streams], self._stop_ids, candidates)
+        candidates = None
+        if self.constrain_audio_tokens:
+            positions = torch.tensor([s.frames.position for s in streams], device=logits.device)
+            candidates = self.frame_candidates(logits, positions)
+        states = [s.sampling for s in streams]
+        tokens = self.sampler(logits, states, self._stop_ids, candidates)
+        if self._graph_emitter is not None:
+            # Tokens sampled outside the graph join the graph sampler's penalty bitmap too.
+            self._graph_emitter.sampler.seen.mark(states, tokens)
         return tokens.tolist()
+
+    def graph_emitter(self, max_rows: int) -> OrpheusGraphEmitter:
+        self._graph_emitter = OrpheusGraphEmitter(self, max_rows)
+        return self._graph_emitter
+
+    def release(self, stream: OrpheusStream) -> None:
+        if self._graph_emitter is not None:
+            self._graph_emitter.sampler.seen.release(stream.sampling)
 
     def accept(self, stream: OrpheusStream, output: int) -> FrameUpdate:
         stream.token_ids.append(output)
@@ -84,14 +101,12 @@ class OrpheusFamily(SpeechFamily):
         stream.num_frames += 1
         return FrameUpdate(frames=torch.tensor([frame], dtype=torch.long))
 
-    def _next_frame_candidates(
-        self, logits: torch.Tensor, streams: Sequence[OrpheusStream]
-    ) -> torch.Tensor:
+    def frame_candidates(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """[B, codebook_size + 1] token ids: the audio tokens valid at each stream's next frame
-        position, then end_of_speech. Ending is allowed only on a frame boundary (so no half frame
-        is left behind): elsewhere the end_of_speech logit is set to -inf, in place."""
+        position (`positions` [B]), then end_of_speech. Ending is allowed only on a frame boundary
+        (so no half frame is left behind): elsewhere the end_of_speech logit is set to -inf, in
+        place. Fixed shapes and no host sync: the decode graph runs it too."""
         lay = self.layout
-        positions = torch.tensor([s.frames.position for s in streams], device=logits.device)
         low = lay.audio_offset + positions * lay.codebook_size
         audio = low[:, None] + torch.arange(lay.codebook_size, device=logits.device)
         logits[:, lay.end_of_speech].masked_fill_(positions != 0, float("-inf"))
