@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.gpu_checkpoint import ORPHEUS_3B, TINY, LlamaShape, write_random_checkpoint
-from benchmarks.gpu_checks import check_attention, check_graph_sampling, check_step
+from benchmarks.gpu_checks import check_attention, check_codec_graphs, check_graph_sampling, check_step
 from benchmarks.gpu_load import baseline_sweep, engine_sweep
 from model.attention import AttentionMetadata, get_attention_backend
 
@@ -170,6 +170,7 @@ def run(plan: Plan, out: Path, command: str) -> dict:
                                                        shape.head_dim, plan.device),
             **check_step(family.backbone, plan.block_size, plan.device),
             **check_graph_sampling(family, plan.device),
+            **check_codec_graphs(family.codec, plan.device),
         }
         for layer in family.backbone.layers:  # check_step leaves the triton backend in place
             layer.self_attn.attention = get_attention_backend(plan.attention)

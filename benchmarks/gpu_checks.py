@@ -121,6 +121,20 @@ def check_graph_sampling(family, device: torch.device, steps: int = 16) -> dict[
     return {"graph_sampling_mismatches": _checked(mismatches, 0, "sampling inside the graph")}
 
 
+@torch.inference_mode()
+def check_codec_graphs(codec, device: torch.device) -> dict[str, float]:
+    """Max |graph - eager| of a padded batch of 3 nine-frame windows (Orpheus's steady window)
+    decoded by a captured codec graph (run directly over its buffers off CUDA)."""
+    from engine.codec_graphs import WindowGraphs
+
+    graphs = WindowGraphs(codec, [1, 4], [9], device, eager_replay=device.type != "cuda")
+    graphs.capture()
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    frames = torch.randint(0, codec.codebook_size, (3, 9, *codec.frame_shape), generator=gen).to(device)
+    error = (graphs.run(frames).float() - codec.decode(frames).float()).abs().max().item()
+    return {"codec_graph_max_abs_error": _checked(error, 1e-4, "codec graph replay")}
+
+
 def _set_attention(backbone: torch.nn.Module, name: str) -> None:
     backend = get_attention_backend(name)
     for layer in backbone.layers:

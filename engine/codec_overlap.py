@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from engine.codec_graphs import WindowGraphs, capture_window_graphs
 from engine.gpu_config import GpuConfig
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import CodecRunner, PendingAudio, StreamChunk, StreamingDecoder
@@ -14,18 +15,27 @@ from model.codecs.streaming import CodecRunner, PendingAudio, StreamChunk, Strea
 
 class CudaStreamRunner:
     """Decodes on a stream of its own, ordered after the work already queued on the caller's stream
-    (which wrote the frames) and before nothing queued later; `to_host` waits for that decode only."""
+    (which wrote the frames) and before nothing queued later; `to_host` waits for that decode only.
+    Batches of a shape `graphs` holds replay a captured graph (engine/codec_graphs.py)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, graphs: WindowGraphs | None = None) -> None:
+        self.device = device
         self.stream = torch.cuda.Stream(device)
+        self.graphs = graphs
 
     def decode(self, codec: FrameCodec, batch: Tensor) -> Tensor:
-        self.stream.wait_stream(torch.cuda.current_stream(batch.device))
+        # NOTE: frames may live on the host (Orpheus codes are python ints); they move on the
+        # caller's stream, and `record_stream` exists for device memory only.
+        batch = batch.to(self.device)
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
         # NOTE: the batch was allocated on the caller's stream; without this its memory could be
         # reused there while the codec still reads it.
         batch.record_stream(self.stream)
         with torch.cuda.stream(self.stream):
-            return codec.decode(batch)
+            if self.graphs is not None and self.graphs.codec is codec and self.graphs.can_run(batch):
+                return self.graphs.run(batch)
+            # Frames were checked when pushed; the checks' host sync would stall the overlap.
+            return codec.decode_trusted(batch)
 
     def to_host(self, audio: Tensor) -> np.ndarray:
         with torch.cuda.stream(self.stream):
@@ -51,8 +61,14 @@ class CodecOverlap:
         return ready
 
 
-def codec_runner_for(device: torch.device, config: GpuConfig) -> CodecRunner | None:
-    """A side-stream runner on CUDA when `overlap_codec` is set; None (decode in step) otherwise."""
+def codec_runner_for(device: torch.device, config: GpuConfig, decoder: StreamingDecoder | None = None,
+                     max_num_seqs: int = 1) -> CodecRunner | None:
+    """A side-stream runner on CUDA when `overlap_codec` is set (with `codec_graphs`, replaying the
+    steady window shapes of `decoder` at batch sizes up to `max_num_seqs`); None (decode in step)
+    otherwise."""
     if device.type != "cuda" or not config.overlap_codec:
         return None
-    return CudaStreamRunner(device)
+    graphs = None
+    if config.codec_graphs and decoder is not None:
+        graphs = capture_window_graphs(decoder.codec, decoder.config, config.graph_batch_sizes(max_num_seqs), device)
+    return CudaStreamRunner(device, graphs)

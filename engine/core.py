@@ -50,7 +50,9 @@ class EngineCore:
             self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
         )
         self.codec = StreamingDecoder(self.family.codec, config.resolved_streaming(self.family.default_streaming))
-        self.codec_overlap = CodecOverlap(self.codec, codec_runner_for(self.device, config.gpu))
+        self.codec_overlap = CodecOverlap(
+            self.codec, codec_runner_for(self.device, config.gpu, self.codec, config.scheduler.max_num_seqs)
+        )
         self.sample_rate = self.family.codec.sample_rate
         self.requests: dict[str, Request] = {}
         self._aborted: list[str] = []  # aborted since the last step; each gets one final chunk

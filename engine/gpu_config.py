@@ -11,14 +11,17 @@ class GpuConfig:
     """`cuda_graphs` replays decode-only steps from CUDA graphs captured at startup at padded batch sizes
     1, 2, 4, 8, then every `graph_batch_step` streams up to the scheduler's `max_num_seqs` (it needs an
     attention backend that supports graphs: "triton"); with `sample_in_graph` they include the LM
-    head and sampling, for families that provide a graph emitter (Orpheus). `overlap_codec` decodes each step's codec
-    windows on their own CUDA stream beside the next step's forward (audio one step later).
+    head and sampling, for families that provide a graph emitter (Orpheus). `overlap_codec` decodes each
+    step's codec windows on their own CUDA stream beside the next step's forward (audio one step later);
+    with `codec_graphs` the windows of the steady-state lengths replay graphs captured at the same padded
+    batch sizes (engine/codec_graphs.py), the others decode eagerly.
     `fused_ops` swaps the Llama layers for Triton-fused RMSNorm + residual and SiLU-and-multiply (off until
     the H200 run shows a gain: benchmarks/GPU_RUN.md). Every field is valid once constructed."""
 
     cuda_graphs: bool = True
     sample_in_graph: bool = True
     overlap_codec: bool = True
+    codec_graphs: bool = True
     fused_ops: bool = False
     graph_batch_step: int = 16
 

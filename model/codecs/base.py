@@ -21,6 +21,12 @@ class FrameCodec(ABC):
     @abstractmethod
     def decode(self, frames: Tensor) -> Tensor: ...
 
+    def decode_trusted(self, frames: Tensor) -> Tensor:
+        """`decode` of frames that already passed `check_frames` (the streaming decoder checks
+        every frame when it is pushed): without the checks, whose host synchronisation a CUDA
+        graph cannot capture. By default the same as `decode`."""
+        return self.decode(frames)
+
     def check_frames(self, frames: Tensor, leading_dims: int) -> None:
         # Raises on frames a decode would refuse (subclasses add value checks), so that callers
         # can reject one stream's frames when they arrive instead of failing a whole batch.

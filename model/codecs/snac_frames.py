@@ -33,6 +33,9 @@ class SnacFrameCodec(FrameCodec):
         self.samples_per_frame = config.vq_strides[0] * config.hop_length
         self.codebook_size = config.codebook_size
         self.device = next(decoder.parameters()).device
+        # Index tensors made once: a python-list index would be copied to the device on every
+        # decode, which a CUDA graph cannot capture.
+        self._level_positions = [torch.tensor(p, device=self.device) for p in POSITIONS_OF_LEVEL]
 
     def check_frames(self, frames: Tensor, leading_dims: int) -> None:
         super().check_frames(frames, leading_dims)
@@ -43,8 +46,11 @@ class SnacFrameCodec(FrameCodec):
 
     def decode(self, frames: Tensor) -> Tensor:
         self.check_frames(frames, leading_dims=2)
+        return self.decode_trusted(frames)
+
+    def decode_trusted(self, frames: Tensor) -> Tensor:
         batch = frames.shape[0]
         with torch.inference_mode():
             frames = frames.to(device=self.device, dtype=torch.int64)
-            codes = [frames[:, :, list(p)].reshape(batch, -1) for p in POSITIONS_OF_LEVEL]
+            codes = [frames.index_select(2, p).reshape(batch, -1) for p in self._level_positions]
             return self.decoder.decode(codes)[:, 0].float()

@@ -69,6 +69,9 @@ class TorchFrameCodec(JoeFrameCodec):
 
     def decode(self, frames: Tensor) -> Tensor:
         self.check_frames(frames, leading_dims=2)
+        return self.decode_trusted(frames)
+
+    def decode_trusted(self, frames: Tensor) -> Tensor:
         with torch.inference_mode():
             z = frames.to(device=self.device, dtype=torch.float32).transpose(1, 2)
             return self.decoder(z).float()

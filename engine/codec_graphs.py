@@ -1,0 +1,106 @@
+"""The codec's batched window decodes replayed from CUDA graphs captured at fixed shapes.
+
+A streaming decoder cuts every stream into windows of a few lengths (codecs/streaming.py): the
+first chunk, then steady chunks, each with the same context frames. Windows of one length are
+decoded as one batch. At start-up a graph is captured for each of those lengths at every padded
+batch size of the decode graphs' ladder; a batch of another shape decodes eagerly.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+
+import torch
+from torch import Tensor
+
+from model.codecs.base import FrameCodec
+from model.codecs.streaming import StreamingConfig
+
+logger = logging.getLogger("chorus.engine")
+
+
+def steady_window_lengths(config: StreamingConfig) -> list[int]:
+    """Window lengths (frames, context included) a stream produces away from its end: the first
+    chunk's (no frames before it), and each later chunk size's with full context. A stream's
+    last window and a lagging codec's multi-chunk windows have other lengths: those run eagerly."""
+    ahead, left = config.lookahead_frames, config.left_context_frames
+    sizes = {config.chunk_frames}
+    if config.urgent_slack_seconds is not None:
+        sizes.add(1)
+    if config.grow_chunks:
+        size = config.first_chunk_frames
+        while size < config.chunk_frames:
+            sizes.add(size)
+            size *= 2
+    return sorted({config.first_chunk_frames + ahead, *(left + size + ahead for size in sizes)})
+
+
+class WindowGraphs:
+    """Decodes of [B, n, *frame_shape] frame batches, for n in `lengths` and B up to the largest
+    of `batch_sizes`, replayed from one graph per (padded size, n).
+
+    Invariant: a graph reads only its input buffer and writes only its output buffer; `run`
+    copies the batch into the input (rows past B repeat row 0, valid frames whose audio is
+    dropped) and returns a view of the output [B, n * samples_per_frame], valid until the next
+    `run` of the same shape (the streaming decoder collects a launch before the next one). With
+    `eager_replay` nothing is captured and a "replay" runs the same function over the same
+    buffers: the CPU tests' way through this path.
+    """
+
+    def __init__(self, codec: FrameCodec, batch_sizes: list[int], lengths: list[int],
+                 device: torch.device, eager_replay: bool = False) -> None:
+        self.codec = codec
+        self.batch_sizes = sorted(batch_sizes)
+        self.lengths = sorted(lengths)
+        self.eager_replay = eager_replay
+        largest = self.batch_sizes[-1]
+        self._inputs = {
+            n: torch.zeros(largest, n, *codec.frame_shape, dtype=codec.frame_dtype, device=device)
+            for n in self.lengths
+        }
+        self._outputs: dict[tuple[int, int], Tensor] = {}
+        self._graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+
+    def capture(self) -> None:
+        if self.eager_replay:
+            return
+        pool = None
+        # NOTE: largest first, so the smaller graphs reuse the memory the largest reserved in the pool.
+        for n in reversed(self.lengths):
+            for size in reversed(self.batch_sizes):
+                frames = self._inputs[n][:size]
+                self.codec.decode_trusted(frames)  # warm-up: kernel selection must not happen while capturing
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    self._outputs[size, n] = self.codec.decode_trusted(frames)
+                pool = graph.pool()
+                self._graphs[size, n] = graph
+        torch.cuda.synchronize()
+
+    def can_run(self, batch: Tensor) -> bool:
+        return batch.shape[0] <= self.batch_sizes[-1] and batch.shape[1] in self._inputs
+
+    def run(self, batch: Tensor) -> Tensor:
+        rows, n = batch.shape[:2]
+        padded = self.batch_sizes[bisect.bisect_left(self.batch_sizes, rows)]
+        inputs = self._inputs[n]
+        inputs[:rows].copy_(batch)
+        inputs[rows:padded].copy_(batch[:1].expand(padded - rows, *batch.shape[1:]))
+        if self.eager_replay:
+            return self.codec.decode_trusted(inputs[:padded])[:rows]
+        self._graphs[padded, n].replay()
+        return self._outputs[padded, n][:rows]
+
+
+def capture_window_graphs(codec: FrameCodec, streaming: StreamingConfig, batch_sizes: list[int],
+                          device: torch.device) -> WindowGraphs:
+    started = time.perf_counter()
+    graphs = WindowGraphs(codec, batch_sizes, steady_window_lengths(streaming), device)
+    with torch.inference_mode():
+        graphs.capture()
+    logger.info("captured %d codec graphs (windows of %s frames, batch %s) in %.1f s",
+                len(graphs.lengths) * len(graphs.batch_sizes), graphs.lengths, graphs.batch_sizes,
+                time.perf_counter() - started)
+    return graphs
