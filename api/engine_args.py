@@ -21,7 +21,9 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
                        "joe: istft (default) or hifigan")
     model.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     model.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
-    model.add_argument("--attention-backend", default="auto", help="auto, torch or triton")
+    model.add_argument("--attention-backend", default="auto",
+                       help="auto (triton on CUDA, torch otherwise), torch, triton, or xformers "
+                            "(CUDA: xformers for prefill, triton for decode)")
     model.add_argument("--max-model-len", type=int, default=None)
     cache = parser.add_argument_group("KV cache")
     cache.add_argument("--block-size", type=int, default=_CACHE.block_size)

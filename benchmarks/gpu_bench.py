@@ -41,6 +41,8 @@ class Plan:
     frames_per_request: int
     requests_per_client: int
     fusion_batches: tuple[int, ...]
+    prefill_backends: tuple[str, ...]
+    prefill: tuple[int, int, int]  # sequences, new tokens each, cached tokens each
     block_size: int = 16
 
     @property
@@ -50,10 +52,11 @@ class Plan:
 
 FULL = dict(shape=ORPHEUS_3B, attention="triton", decode_batches=(1, 8, 64, 256), decode_context=512,
             concurrency=(1, 8, 64, 128, 256, 384, 512), baseline_concurrency=(1, 8, 64, 256),
-            frames_per_request=40, requests_per_client=2, fusion_batches=(1, 64, 256))
+            frames_per_request=40, requests_per_client=2, fusion_batches=(1, 64, 256),
+            prefill_backends=("triton", "xformers"), prefill=(4, 128, 256))
 TINY_PLAN = dict(shape=TINY, attention="torch", decode_batches=(1, 8), decode_context=32,
                  concurrency=(1, 4), baseline_concurrency=(1, 4), frames_per_request=4, requests_per_client=2,
-                 fusion_batches=(1,))
+                 fusion_batches=(1,), prefill_backends=("torch",), prefill=(2, 8, 8))
 
 
 @torch.inference_mode()
@@ -127,6 +130,47 @@ def time_fusions(backbone: torch.nn.Module, plan: Plan) -> dict:
     return {"layer_rel_error": rel_error, "decode": rows}
 
 
+@torch.inference_mode()
+def time_prefill(backbone: torch.nn.Module, plan: Plan) -> list[dict]:
+    """One chunked-prefill step (plan.prefill: sequences x new tokens over cached tokens) per
+    attention backend of `prefill_backends`: median time and the hidden states' relative error
+    against the first backend's. A backend that cannot run here (xformers not installed, or its
+    kernel refuses the shapes) gets its error instead: it is optional, the run goes on."""
+    config, device, bs = backbone.config, plan.device, plan.block_size
+    dtype = next(backbone.parameters()).dtype
+    sequences, new_tokens, cached = plan.prefill
+    blocks_per_seq = -(-(cached + new_tokens) // bs)
+    caches = [torch.randn(2, sequences * blocks_per_seq, bs, config.num_key_value_heads, config.head_dim,
+                          device=device, dtype=dtype) for _ in backbone.layers]
+    tables = [list(range(i * blocks_per_seq, (i + 1) * blocks_per_seq)) for i in range(sequences)]
+    meta = AttentionMetadata.build([new_tokens] * sequences, [cached] * sequences, tables, bs, device=device)
+    embeds = torch.randn(sequences * new_tokens, config.hidden_size, device=device, dtype=dtype)
+    positions = torch.arange(cached, cached + new_tokens, device=device).repeat(sequences)
+    original = backbone.layers[0].self_attn.attention
+    rows, first = [], None
+    try:
+        for name in plan.prefill_backends:
+            try:
+                backend = get_attention_backend(name)
+                for layer in backbone.layers:
+                    layer.self_attn.attention = backend
+
+                def step():
+                    return backbone.forward(embeds, positions, caches, meta)
+                hidden = step().float()
+                first = hidden if first is None else first
+                rel_error = ((hidden - first).norm() / first.norm()).item()
+                seconds = _median_seconds(step, device, repeats=5 if plan.tiny else 20)
+                rows.append(dict(backend=name, step_ms=1e3 * seconds, tokens=sequences * new_tokens,
+                                 rel_error=rel_error))
+            except Exception as exc:  # noqa: BLE001 - an optional backend may be missing or refuse
+                rows.append(dict(backend=name, error=f"{type(exc).__name__}: {exc}"[:200]))
+    finally:
+        for layer in backbone.layers:
+            layer.self_attn.attention = original
+    return rows
+
+
 def _median_seconds(step, device: torch.device, repeats: int) -> float:
     for _ in range(3):
         step()
@@ -153,7 +197,8 @@ def run(plan: Plan, out: Path, command: str) -> dict:
     started_at = datetime.now(timezone.utc)
     phases: dict[str, float] = {}
     report: dict = {"date": started_at.isoformat(timespec="seconds"), "command": command,
-                    "machine": _machine(plan.device), "plan": {f.name: str(getattr(plan, f.name)) for f in fields(plan)}}
+                    "machine": _machine(plan.device), "plan": {f.name: str(getattr(plan, f.name)) for f in fields(plan)},
+                    "prefill_shape": list(plan.prefill)}
     with tempfile.TemporaryDirectory(prefix="chorus-gpu-bench-") as tmp:
         clock = time.perf_counter()
         folder = write_random_checkpoint(Path(tmp) / "model", plan.shape, plan.device)
@@ -185,6 +230,10 @@ def run(plan: Plan, out: Path, command: str) -> dict:
         phases["fusions_s"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
+        report["prefill"] = time_prefill(family.backbone, plan)
+        phases["prefill_s"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
         report["engine_load"] = engine_sweep(family, model_config, plan)
         phases["engine_load_s"] = time.perf_counter() - clock
         del family
@@ -210,6 +259,11 @@ def markdown_tables(report: dict) -> str:
                   f"{fusions['layer_rel_error']:.1e}) |", "| ---: | ---: | ---: | ---: |"]
     lines += [f"| {r['batch']} | {r['unfused_ms']:.2f} | {r['fused_ms']:.2f} | {r['speedup']:.2f} |"
               for r in fusions["decode"]]
+    sequences, new_tokens, cached = report["prefill_shape"]
+    lines += ["", f"| prefill backend ({sequences} x {new_tokens} new tokens over {cached} cached) | step ms | "
+                  "rel. error vs first |", "| --- | ---: | ---: |"]
+    lines += [f"| {r['backend']} | {r['step_ms']:.2f} | {r['rel_error']:.1e} |" if "error" not in r
+              else f"| {r['backend']} | unavailable: {r['error'][:80]} | |" for r in report["prefill"]]
     lines += ["", "| system | streams | TTFA p50 ms | TTFA p95 ms | viable % | audio s / wall s |",
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for system, key in (("chorus", "engine_load"), ("transformers generate_batch", "baseline_load")):

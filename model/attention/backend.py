@@ -13,6 +13,7 @@ from model.attention.metadata import AttentionMetadata
 _BACKENDS: dict[str, tuple[str, str]] = {
     "torch": ("model.attention.torch_ref", "TorchReferenceBackend"),
     "triton": ("model.attention.triton_backend", "TritonBackend"),
+    "xformers": ("model.attention.xformers_backend", "XformersPrefillBackend"),
 }
 
 

@@ -105,10 +105,10 @@ def _write_new_kv(kv_cache: Tensor, key: Tensor, value: Tensor, slot_mapping: Te
     # NOTE: view (not reshape) so that a non-contiguous cache fails loudly instead of writing into a copy.
     flat_cache = kv_cache.view(2, -1, *kv_cache.shape[3:])
     new_kv = torch.stack((key, value)).to(kv_cache.dtype)
-    _as_indexable(flat_cache).index_copy_(1, slot_mapping, _as_indexable(new_kv))
+    as_indexable(flat_cache).index_copy_(1, slot_mapping, as_indexable(new_kv))
 
 
-def _as_indexable(tensor: Tensor) -> Tensor:
+def as_indexable(tensor: Tensor) -> Tensor:
     # NOTE: float8 has no CPU index kernels; a byte view moves the same bits.
     return tensor.view(torch.uint8) if tensor.dtype == torch.float8_e4m3fn else tensor
 
@@ -117,6 +117,6 @@ def _gather_kv(
     kv_cache: Tensor, meta: AttentionMetadata, block_ids: Tensor, dtype: torch.dtype
 ) -> tuple[Tensor, Tensor]:
     """Keys and values [B, KVH, max_seq_len, D] of every sequence, upcast from the cache's dtype."""
-    gathered = _as_indexable(kv_cache).index_select(1, block_ids).view(kv_cache.dtype).to(dtype)
+    gathered = as_indexable(kv_cache).index_select(1, block_ids).view(kv_cache.dtype).to(dtype)
     gathered = gathered.view(2, meta.num_seqs, -1, *kv_cache.shape[3:])[:, :, : meta.max_seq_len]
     return gathered[0].transpose(1, 2), gathered[1].transpose(1, 2)

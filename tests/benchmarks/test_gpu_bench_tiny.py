@@ -36,6 +36,10 @@ def test_tiny_run_goes_through_every_phase(tmp_path):
     assert report["machine"]["commit"]
     assert report["correctness"]["attention_max_abs_error"] < 3e-2
     assert report["correctness"]["step_rel_error"] < 5e-2
+    assert report["correctness"]["graph_sampling_mismatches"] == 0
+    assert report["correctness"]["codec_graph_max_abs_error"] < 1e-4
+    [prefill] = report["prefill"]
+    assert prefill["backend"] == "torch" and prefill["step_ms"] > 0 and prefill["rel_error"] == 0
     assert [r["batch"] for r in report["decode"]] == [1, 8]
     assert all(r["step_ms"] > 0 and r["floor_ms"] > 0 for r in report["decode"])
     for key in ("engine_load", "baseline_load"):
