@@ -31,6 +31,8 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     cache.add_argument("--cpu-kv-cache-mib", type=int, default=_CACHE.cpu_kv_cache_bytes // 2**20)
     cache.add_argument("--num-kv-blocks", type=int, default=None, help="fix the pool size (overrides profiling)")
     cache.add_argument("--no-prefix-caching", action="store_true")
+    cache.add_argument("--kv-cache-dtype", choices=("auto", "fp8_e4m3"), default=_CACHE.kv_cache_dtype,
+                       help="fp8_e4m3: half the bytes of bf16 per cached token (CUDA)")
     sched = parser.add_argument_group("scheduler")
     sched.add_argument("--max-num-seqs", type=int, default=_SCHED.max_num_seqs)
     sched.add_argument("--max-num-batched-tokens", type=int, default=_SCHED.max_num_batched_tokens)
@@ -46,7 +48,14 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         "--urgent-slack-seconds", type=float, default=None,
         help="emit single frames when a stream's buffered audio would run out within this (-1: never)",
     )
-    parser.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
+    gpu = parser.add_argument_group("GPU (ignored on the CPU)")
+    gpu.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
+    gpu.add_argument("--no-sample-in-graph", action="store_true",
+                     help="decode graphs hold the backbone only; head and sampling run after the replay")
+    gpu.add_argument("--no-overlap-codec", action="store_true",
+                     help="decode codec windows in the step, not on their own stream beside the next one")
+    gpu.add_argument("--no-codec-graphs", action="store_true", help="decode codec windows eagerly")
+    gpu.add_argument("--fused-ops", action="store_true", help="Triton-fused RMSNorm + residual and SiLU-and-multiply")
     parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
 
@@ -76,6 +85,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             cpu_kv_cache_bytes=args.cpu_kv_cache_mib * 2**20,
             num_blocks=args.num_kv_blocks,
             enable_prefix_caching=not args.no_prefix_caching,
+            kv_cache_dtype=args.kv_cache_dtype,
         ),
         scheduler=SchedulerConfig(
             max_num_seqs=args.max_num_seqs,
@@ -85,7 +95,9 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             max_waiting=args.max_waiting,
         ),
         streaming_overrides=streaming_overrides(args),
-        gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs),
+        gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs, sample_in_graph=not args.no_sample_in_graph,
+                      overlap_codec=not args.no_overlap_codec, codec_graphs=not args.no_codec_graphs,
+                      fused_ops=args.fused_ops),
         mode=args.engine_mode,
         num_threads=args.num_threads,
     )

@@ -10,3 +10,23 @@ def test_api_key_flag_and_environment(monkeypatch):
     assert build_parser().parse_args(["serve"]).api_key == "from-env"
     monkeypatch.delenv("CHORUS_API_KEY")
     assert build_parser().parse_args(["serve"]).api_key is None
+
+
+def test_engine_flags_reach_the_engine_config():
+    import argparse
+
+    from api.engine_args import add_engine_args, engine_config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_engine_args(parser)
+    defaults = engine_config_from_args(parser.parse_args([]))
+    assert defaults.gpu.cuda_graphs and defaults.gpu.sample_in_graph and defaults.gpu.codec_graphs
+    assert defaults.cache.kv_cache_dtype == "auto" and not defaults.gpu.fused_ops
+    config = engine_config_from_args(parser.parse_args([
+        "--no-cuda-graphs", "--no-sample-in-graph", "--no-overlap-codec", "--no-codec-graphs", "--fused-ops",
+        "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "xformers",
+    ]))
+    gpu = config.gpu
+    assert not (gpu.cuda_graphs or gpu.sample_in_graph or gpu.overlap_codec or gpu.codec_graphs)
+    assert gpu.fused_ops and config.cache.kv_cache_dtype == "fp8_e4m3"
+    assert config.model.attention_backend == "xformers"
