@@ -135,8 +135,9 @@ class GraphSampler:
         self.greedy[:batch], self.block_stop[:batch], self.emits[:batch] = flags.unbind(1)
         self.penalty[:batch].copy_(torch.tensor([s.params.repetition_penalty for s in states]))
         self.slots[:batch].copy_(torch.tensor(self.seen.slots_for(states)))
-        if not all(s.params.greedy for s in states):  # as Sampler: an all-greedy batch draws nothing
-            draw_noise(self.noise[:batch], states)
+        # As Sampler, which samples only the rows that emit: an all-greedy batch draws nothing.
+        if not all(s.params.greedy for s, emit in zip(states, emits) if emit):
+            draw_noise(self.noise[:batch], states, emits)
         for buffer, value in ((self.temperature, 1.0), (self.top_p_cutoff, 0.0), (self.top_k, self.width),
                               (self.penalty, 1.0), (self.greedy, True), (self.block_stop, False),
                               (self.emits, False), (self.slots, self.seen.scratch)):

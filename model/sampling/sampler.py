@@ -202,13 +202,14 @@ def exponential_race(probs: Tensor, noise: Tensor) -> Tensor:
     return probs.div_(noise.clamp_min_(_SMALLEST_NOISE)).argmax(dim=-1)
 
 
-def draw_noise(noise: Tensor, states: Sequence[SamplingState]) -> Tensor:
+def draw_noise(noise: Tensor, states: Sequence[SamplingState], emits: Sequence[bool] | None = None) -> Tensor:
     """Fills `noise` [B, C] with Exp(1) draws: a seeded sampling row from its own generator (so
-    its draws depend on nothing else in the batch), every other row from the default one."""
+    its draws depend on nothing else in the batch), every other row from the default one. A row
+    whose `emits` is False (its token is discarded) never advances its generator."""
     seeded = [
         (row, state.generator)
         for row, state in enumerate(states)
-        if state.generator is not None and not state.params.greedy
+        if state.generator is not None and not state.params.greedy and (emits is None or emits[row])
     ]
     if len(seeded) < len(states):
         noise.exponential_()

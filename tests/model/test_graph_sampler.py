@@ -136,3 +136,13 @@ def test_penalties_scale_negative_and_positive_scores_like_the_reference(penalty
     graph = GraphSampler(2, VOCAB, STOP, None, "cpu")
     graph.prepare(states, [True, True], 2)
     assert graph.sample(logits).tolist() == expected == [winner, winner]
+
+
+def test_a_row_that_does_not_emit_leaves_its_generator_alone():
+    params = SamplingParams(seed=7)
+    state, twin = SamplingState(params), SamplingState(params)
+    graph = GraphSampler(2, VOCAB, STOP, None, "cpu")
+    graph.prepare([state], [False], 1)  # e.g. a prompt's middle token: its output is thrown away
+    logits = torch.randn(1, VOCAB)
+    graph.prepare([state], [True], 1)
+    assert graph.sample(logits).tolist() == Sampler()(logits, [twin]).tolist()
