@@ -139,10 +139,11 @@ def test_penalties_scale_negative_and_positive_scores_like_the_reference(penalty
 
 
 def test_a_row_that_does_not_emit_leaves_its_generator_alone():
-    params = SamplingParams(seed=7)
-    state, twin = SamplingState(params), SamplingState(params)
+    other = SamplingState(SamplingParams(seed=1))
+    state, twin = SamplingState(SamplingParams(seed=7)), SamplingState(SamplingParams(seed=7))
     graph = GraphSampler(2, VOCAB, STOP, None, "cpu")
-    graph.prepare([state], [False], 1)  # e.g. a prompt's middle token: its output is thrown away
+    # e.g. a prompt's middle token beside a decoding stream: its output is thrown away
+    graph.prepare([other, state], [True, False], 2)
     logits = torch.randn(1, VOCAB)
     graph.prepare([state], [True], 1)
     assert graph.sample(logits).tolist() == Sampler()(logits, [twin]).tolist()
