@@ -13,6 +13,9 @@ from model.codecs.base import FrameCodec
 from model.codecs.streaming import CodecRunner, PendingAudio, StreamChunk, StreamingDecoder
 
 
+MAX_CODEC_GRAPH_BATCH = 64
+
+
 class CudaStreamRunner:
     """Decodes on a stream of its own, ordered after the work already queued on the caller's stream
     (which wrote the frames) and before nothing queued later; `to_host` waits for that decode only.
@@ -70,5 +73,8 @@ def codec_runner_for(device: torch.device, config: GpuConfig, decoder: Streaming
         return None
     graphs = None
     if config.codec_graphs and decoder is not None:
-        graphs = capture_window_graphs(decoder.codec, decoder.config, config.graph_batch_sizes(max_num_seqs), device)
+        # A stream sends a window every few steps, so a step's windows of one length are few; the
+        # larger (rare, start-aligned) batches decode eagerly instead of reserving graph memory.
+        sizes = [size for size in config.graph_batch_sizes(max_num_seqs) if size <= MAX_CODEC_GRAPH_BATCH]
+        graphs = capture_window_graphs(decoder.codec, decoder.config, sizes, device)
     return CudaStreamRunner(device, graphs)
