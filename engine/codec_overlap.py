@@ -12,7 +12,6 @@ from engine.gpu_config import GpuConfig
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import CodecRunner, PendingAudio, StreamChunk, StreamingDecoder
 
-
 MAX_CODEC_GRAPH_BATCH = 64
 
 
@@ -67,8 +66,8 @@ class CodecOverlap:
 def codec_runner_for(device: torch.device, config: GpuConfig, decoder: StreamingDecoder | None = None,
                      max_num_seqs: int = 1) -> CodecRunner | None:
     """A side-stream runner on CUDA when `overlap_codec` is set (with `codec_graphs`, replaying the
-    steady window shapes of `decoder` at batch sizes up to `max_num_seqs`); None (decode in step)
-    otherwise."""
+    steady window shapes of `decoder` at the padded batch sizes up to min(max_num_seqs, 64)); None
+    (decode in step) otherwise."""
     if device.type != "cuda" or not config.overlap_codec:
         return None
     graphs = None
