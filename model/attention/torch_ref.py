@@ -78,8 +78,7 @@ class _StepPlan:
 
     @classmethod
     def build(cls, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
-        blocks_needed = -(-meta.max_seq_len // meta.block_size)
-        block_ids = meta.block_tables[:, :blocks_needed].flatten()
+        block_ids = sequence_block_ids(meta)
         if meta.max_query_len == 1:
             # Decode only: no padding, and each query sees its sequence's first seq_len keys
             # (no mask at all when every sequence has max_seq_len). Fewer small ops per step.
@@ -105,18 +104,29 @@ def _write_new_kv(kv_cache: Tensor, key: Tensor, value: Tensor, slot_mapping: Te
     # NOTE: view (not reshape) so that a non-contiguous cache fails loudly instead of writing into a copy.
     flat_cache = kv_cache.view(2, -1, *kv_cache.shape[3:])
     new_kv = torch.stack((key, value)).to(kv_cache.dtype)
-    as_indexable(flat_cache).index_copy_(1, slot_mapping, as_indexable(new_kv))
+    _as_indexable(flat_cache).index_copy_(1, slot_mapping, _as_indexable(new_kv))
 
 
-def as_indexable(tensor: Tensor) -> Tensor:
+def _as_indexable(tensor: Tensor) -> Tensor:
     # NOTE: float8 has no CPU index kernels; a byte view moves the same bits.
     return tensor.view(torch.uint8) if tensor.dtype == torch.float8_e4m3fn else tensor
+
+
+def sequence_block_ids(meta: AttentionMetadata) -> Tensor:
+    """[B * blocks]: each sequence's first ceil(max_seq_len / block_size) blocks, row-major by sequence."""
+    return meta.block_tables[:, : -(-meta.max_seq_len // meta.block_size)].flatten()
+
+
+def gather_sequences(kv_cache: Tensor, block_ids: Tensor, num_seqs: int, dtype: torch.dtype) -> Tensor:
+    """Keys and values of `block_ids` (from `sequence_block_ids`) as one padded row per sequence,
+    [2, B, blocks * block_size, KVH, D], upcast from the cache's dtype."""
+    gathered = _as_indexable(kv_cache).index_select(1, block_ids).view(kv_cache.dtype).to(dtype)
+    return gathered.view(2, num_seqs, -1, *kv_cache.shape[3:])
 
 
 def _gather_kv(
     kv_cache: Tensor, meta: AttentionMetadata, block_ids: Tensor, dtype: torch.dtype
 ) -> tuple[Tensor, Tensor]:
     """Keys and values [B, KVH, max_seq_len, D] of every sequence, upcast from the cache's dtype."""
-    gathered = as_indexable(kv_cache).index_select(1, block_ids).view(kv_cache.dtype).to(dtype)
-    gathered = gathered.view(2, meta.num_seqs, -1, *kv_cache.shape[3:])[:, :, : meta.max_seq_len]
+    gathered = gather_sequences(kv_cache, block_ids, meta.num_seqs, dtype)[:, :, : meta.max_seq_len]
     return gathered[0].transpose(1, 2), gathered[1].transpose(1, 2)

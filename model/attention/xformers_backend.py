@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
 from torch import Tensor
 
-from model.attention.backend import AttentionBackend
 from model.attention.metadata import AttentionMetadata
-from model.attention.torch_ref import as_indexable
+from model.attention.torch_ref import gather_sequences, sequence_block_ids
+from model.attention.triton_backend import TritonBackend
 from model.attention.triton_cache_write import write_kv
-from model.attention.triton_paged_attention import paged_attention
 
 # (query [1, T, KVH, G, D], key/value [1, B * padding, KVH, G, D], query_lens, padding, seq_lens,
 # scale) -> [1, T, KVH, G, D]: causal attention from the bottom right within each sequence, over
@@ -33,7 +31,7 @@ def xformers_padded_keys_attention(query: Tensor, key: Tensor, value: Tensor, qu
     return fmha.memory_efficient_attention_forward(query, key, value, attn_bias=bias, scale=scale)
 
 
-class XformersPrefillBackend(AttentionBackend):
+class XformersPrefillBackend(TritonBackend):
     """Same contract as the reference backend. Decode-only steps run the Triton kernel (so decode
     graphs capture them); a step with prefill tokens gathers each sequence's blocks into one
     padded key row per sequence and runs one xformers call with a block-diagonal, bottom-right
@@ -42,24 +40,20 @@ class XformersPrefillBackend(AttentionBackend):
     heads expanded without a copy."""
 
     name = "xformers"
-    supports_cuda_graphs = True
 
     def __init__(self, attention: PaddedKeysAttention = xformers_padded_keys_attention) -> None:
         self.attention = attention
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, kv_cache: Tensor, meta: AttentionMetadata,
                 scale: float) -> Tensor:
-        write_kv(kv_cache, key, value, meta.slot_mapping)
         if meta.max_query_len == 1:
-            return paged_attention(torch.empty_like(query), query, kv_cache, meta.block_tables, meta.seq_lens,
-                                   meta.query_start_loc, meta.block_size, scale)
+            return super().forward(query, key, value, kv_cache, meta, scale)
+        write_kv(kv_cache, key, value, meta.slot_mapping)
         num_tokens, num_heads, head_dim = query.shape
         num_kv_heads = kv_cache.shape[3]
         group = num_heads // num_kv_heads
-        blocks = -(-meta.max_seq_len // meta.block_size)
-        padding = blocks * meta.block_size
-        block_ids = meta.block_tables[:, :blocks].flatten()
-        rows = as_indexable(kv_cache).index_select(1, block_ids).view(kv_cache.dtype).to(query.dtype)
+        rows = gather_sequences(kv_cache, sequence_block_ids(meta), meta.num_seqs, query.dtype)
+        padding = rows.shape[2]
         rows = rows.view(2, 1, meta.num_seqs * padding, num_kv_heads, 1, head_dim)
         keys, values = (r.expand(-1, -1, -1, group, -1) for r in rows)
         grouped = query.view(1, num_tokens, num_kv_heads, group, head_dim)
