@@ -92,11 +92,10 @@ def check_graph_sampling(family, device: torch.device, steps: int = 16) -> dict[
     hidden = torch.zeros(rows, family.backbone.config.hidden_size, device=device,
                          dtype=next(family.backbone.parameters()).dtype)
     if device.type == "cuda":
-        emitter.emit(hidden)  # before any prepare every row is padding: the warm-up touches no stream
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = emitter.emit(hidden)
+        from engine.cuda_graphs import capture_graph
+
+        # Before any prepare every row is padding: the warm-up run touches no stream.
+        graph, captured = capture_graph(lambda: emitter.emit(hidden), None)
 
         def emit() -> torch.Tensor:
             graph.replay()

@@ -14,6 +14,7 @@ import time
 import torch
 from torch import Tensor
 
+from engine.cuda_graphs import capture_graph
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import StreamingConfig
 
@@ -70,13 +71,8 @@ class WindowGraphs:
         for n in reversed(self.lengths):
             for size in reversed(self.batch_sizes):
                 frames = self._inputs[n][:size]
-                self.codec.decode_trusted(frames)  # warm-up: kernel selection must not happen while capturing
-                torch.cuda.synchronize()
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool):
-                    self._outputs[size, n] = self.codec.decode_trusted(frames)
-                pool = graph.pool()
-                self._graphs[size, n] = graph
+                graph, self._outputs[size, n] = capture_graph(lambda: self.codec.decode_trusted(frames), pool)
+                self._graphs[size, n], pool = graph, graph.pool()
         torch.cuda.synchronize()
 
     def can_run(self, batch: Tensor) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -72,15 +72,9 @@ class DecodeGraphs:
         # NOTE: largest first, so the smaller graphs reuse the memory the largest one reserved in the pool.
         for size in reversed(self.batch_sizes):
             meta = self._metadata(size)
-            # NOTE: one eager run first: it compiles the Triton kernels and grows the rotary table to
-            # max_model_len, neither of which may happen while capturing.
-            self._forward(size, meta)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
-                self._outputs[size] = self._forward(size, meta)
-            pool = graph.pool()
-            self._graphs[size] = graph
+            # The warm-up run compiles the Triton kernels and grows the rotary table to max_model_len.
+            self._graphs[size], self._outputs[size] = capture_graph(lambda: self._forward(size, meta), pool)
+            pool = self._graphs[size].pool()
         torch.cuda.synchronize()
 
     def can_run(self, meta: AttentionMetadata) -> bool:
@@ -131,6 +125,18 @@ class DecodeGraphs:
             max_seq_len=self.max_model_len,
             block_size=self.block_size,
         )
+
+
+def capture_graph(run: Callable[[], Tensor], pool: tuple | None) -> tuple[torch.cuda.CUDAGraph, Tensor]:
+    """`run` once eagerly (whatever it sets up on first use, e.g. kernel compilation or selection,
+    must not happen while capturing), then captured into a graph in memory `pool` (None: a new
+    pool); returns the graph and the output tensor its replays write."""
+    run()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        output = run()
+    return graph, output
 
 
 def attach_decode_graphs(
