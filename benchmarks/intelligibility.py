@@ -2,7 +2,7 @@
 
     python -m benchmarks.intelligibility            # --runs 3, --concurrency 8 16, --quick
 
-Word error rate (pocketsphinx, benchmarks/asr.py) on shared/eval/sentences.txt for
+Word error rate (pocketsphinx, benchmarks/asr.py) on benchmarks/data/sentences.txt for
   - the teacher (Piper, its default noise: stochastic, mean of --runs syntheses),
   - the teacher without noise (deterministic: exactly what the student is trained to imitate),
   - the student served by the engine (`joe`), with the decoder it serves with (the distilled
@@ -28,12 +28,12 @@ import numpy as np
 import torch
 
 from benchmarks.asr import Transcriber, WordErrors
+from benchmarks.data import EVAL_SENTENCES
 from engine.client import EngineClient
 from engine.config import EngineConfig
 from model.config import ModelConfig
 from model.sampling import SamplingParams
 
-SENTENCES = Path(__file__).resolve().parents[2] / "shared" / "eval" / "sentences.txt"
 RESULTS = Path(__file__).resolve().parent / "results"
 DURATION_RANGE = (0.8, 1.25)
 
@@ -82,8 +82,8 @@ def score(result: SystemResult, transcriber: Transcriber) -> None:
 
 
 def teacher_runs(sentences: list[str], runs: int, noise: bool) -> SystemResult:
-    from model.voices.joe.frontend import TeacherFrontend
-    from model.voices.joe.teacher import FULL_CUT, TeacherScales
+    from model.families.joe.frontend import TeacherFrontend
+    from model.families.joe.teacher import FULL_CUT, TeacherScales
 
     frontend = TeacherFrontend(FULL_CUT, threads=torch.get_num_threads())
     # Piper's own defaults for this voice (noise_scale 0.667, noise_w 0.8), or no noise at all.
@@ -169,7 +169,7 @@ def git_commit() -> str:
 
 def render(report: dict) -> str:
     lines = [f"# Intelligibility: {report['date']} (commit {report['commit']})", "",
-             f"{report['sentences']} sentences of shared/eval/sentences.txt; pocketsphinx WER; "
+             f"{report['sentences']} sentences of benchmarks/data/sentences.txt; pocketsphinx WER; "
              f"torch threads {report['threads']}; machine: {report['machine']}", "",
              "| system | WER % (per run) | single-stream RTF | TTFA p50 ms |", "| --- | --- | --- | --- |"]
     # NOTE: the teacher's RTF is a whole utterance through onnxruntime (no streaming, no engine).
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3, help="syntheses of the stochastic teacher")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--threads", type=int, default=2, help="torch threads (engine core and teacher)")
-    parser.add_argument("--sentences", type=Path, default=SENTENCES)
+    parser.add_argument("--sentences", type=Path, default=EVAL_SENTENCES)
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     parser.add_argument("--student", default="joe", help="the student to measure: joe (shipped) or a weights folder")
     parser.add_argument("--no-floor", action="store_true", help="skip tiny-random (quicker checks during training)")

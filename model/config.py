@@ -14,7 +14,7 @@ class ModelConfig:
     """`model` is a folder (an Orpheus checkpoint: config.json, *.safetensors, tokenizer.json;
     or a joe student) or a built-in name (`joe`, `tiny-random`); `codec` a SNAC folder for
     Orpheus, defaulting to the model folder's `codec/`, and for a joe student the decoder's name
-    (`istft` by default, or the teacher's `hifigan`; see model/voices/joe/codec.py)."""
+    (`istft` by default, or the teacher's `hifigan`; see model/families/joe/codec.py)."""
 
     model: str = "joe"
     codec: str | None = None

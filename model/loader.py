@@ -13,7 +13,7 @@ from model.families.orpheus.frontend import OrpheusFrontend
 from model.families.orpheus.layout import OrpheusTokenLayout
 from model.llama.loader import load_llama
 from model.attention import get_attention_backend
-from model.voices.joe.student import SHIPPED_WEIGHTS, is_student_folder, read_config
+from model.families.joe.student import SHIPPED_WEIGHTS, is_student_folder, read_config
 
 # joe: the built-in English voice (weights in the repo); tiny-random: a random Orpheus-shaped
 # model for tests, written on first use.
@@ -65,7 +65,7 @@ def load_frontend(config: ModelConfig) -> PromptFrontend:
     path = resolve_model_path(config.model)
     if is_student_folder(path):
         # NOTE: imported here so that serving an Orpheus checkpoint never loads piper or onnxruntime.
-        from model.voices.joe.prompt import JoePromptFrontend
+        from model.families.joe.prompt import JoePromptFrontend
 
         return JoePromptFrontend(read_config(path), model_name(config))
     return OrpheusFrontend.from_folder(model_name(config), path, read_chorus_section(path))
@@ -75,7 +75,7 @@ def load_family(config: ModelConfig) -> SpeechFamily:
     path = resolve_model_path(config.model)
     device, dtype = config.torch_device, config.torch_dtype
     if is_student_folder(path):
-        from model.voices.joe.family import JoeFamily
+        from model.families.joe.family import JoeFamily
 
         attention = get_attention_backend(config.resolved_attention_backend)
         return JoeFamily.from_folder(path, attention, device, dtype, config.max_model_len,

@@ -21,6 +21,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from model.codecs.snac import save_random_snac, tiny_snac_config
 from model.families.orpheus.layout import ENGLISH_VOICES, FRAME_TOKENS
 from model.llama.random_weights import random_llama_weights
+from model.paths import cache_root
 
 VERSION = "v1"
 SEED = 1234
@@ -46,11 +47,6 @@ LLAMA_SHAPE = dict(
     rms_norm_eps=1e-5,
     tie_word_embeddings=True,
 )
-
-
-def cache_root() -> Path:
-    base = os.environ.get("CHORUS_CACHE") or Path.home() / ".cache" / "chorus"
-    return Path(base)
 
 
 def ensure_tiny_random(root: Path | None = None) -> Path:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from benchmarks.asr import WordErrors, edit_distance, normalize_words
-from tests.voices import require_voice_packages
+from tests.voice_packages import require_voice_packages
 
 
 def test_word_errors_count_edits_over_reference_words():

@@ -12,7 +12,7 @@ from model.codecs.base import FrameCodec
 from model.codecs.snac import SnacDecoder, save_random_snac, tiny_snac_config
 from model.codecs.snac_frames import SnacFrameCodec
 from model.codecs.streaming import StreamingConfig, StreamingDecoder
-from model.voices.joe.codec import JOE_STREAMING
+from model.families.joe.codec import JOE_STREAMING
 
 CONFIG = StreamingConfig(urgent_slack_seconds=None, first_chunk_frames=1, chunk_frames=4,
                          left_context_frames=3, lookahead_frames=2, crossfade_samples=0)

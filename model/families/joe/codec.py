@@ -1,0 +1,130 @@
+"""The joe voice's frames (columns of the teacher latent z) → PCM.
+
+Two decoders. The teacher's HiFi-GAN is the reference, with two runners: our PyTorch port and the
+voice's own decoder sub-graph through onnxruntime (on the 2-core machine 1.5-2.3x faster than the
+port under torch's oneDNN convolutions; both equal each other to ~2e-6, tests/voices/test_codec.py).
+What the engine serves with by default is the iSTFT decoder distilled from it
+(model/families/joe/istft.py): the HiFi-GAN's first stage plus a small iSTFT head, about 4x fewer
+multiply-adds per frame.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from model.codecs.base import FrameCodec
+from model.codecs.streaming import StreamingConfig
+from model.families.joe.hifigan import HifiGanConfig, HifiGanDecoder
+from model.families.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, export_onnx,
+                                    load_decoder, onnx_path)
+from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, cut_path, decoder_state_dict, onnx_session, voice_key
+
+# Measured (tests/voices/test_codec.py): one z column moves the decoder's output from ~9.9 frames
+# before it to ~9.7 frames after it (changes > 1e-5; > 1e-3 only within -6.6..+8.2 frames). With
+# 10 frames of context each side a streamed window equals the whole-utterance decode (max error
+# ~2e-6), so seams need no crossfade. Every window pays its 20 frames of context and about
+# 1.5 ms of fixed cost, so chunks grow from 8 frames (the first audio) to 128 (1.5 s: 1.16x the
+# decoding of the audio alone; 64 cost 1.31x and, over 10 sentences, 9 % more codec time).
+# A grown chunk leaves only when the listener already holds as much audio as it carries.
+# Urgent short chunks are off: with 8 concurrent streams on 2 cores they made the slowest
+# stream's RTF 1.16 instead of 0.72 (each 8-frame window decodes 28 frames).
+JOE_STREAMING = StreamingConfig(
+    first_chunk_frames=8,
+    chunk_frames=128,
+    grow_chunks=True,
+    urgent_slack_seconds=None,
+    left_context_frames=10,
+    lookahead_frames=10,
+    crossfade_samples=0,
+)
+
+
+class JoeFrameCodec(FrameCodec):
+    """A frame is one column of z (192 float32); frame i decodes to samples [i * hop, (i + 1) *
+    hop) because every upsampling layer is centred on its input. Subclasses run the decoder."""
+
+    frame_dtype = torch.float32
+
+    def __init__(self, config: HifiGanConfig) -> None:
+        self.frame_shape = (config.latent_channels,)
+        self.samples_per_frame = config.hop_length
+        self.sample_rate = config.sample_rate
+
+    def check_frames(self, frames: Tensor, leading_dims: int) -> None:
+        super().check_frames(frames, leading_dims)
+        if frames.is_floating_point() and not bool(torch.isfinite(frames).all()):
+            raise ValueError("latent frames must be finite")
+
+
+class TorchFrameCodec(JoeFrameCodec):
+    """Decodes with a PyTorch decoder (the HiFi-GAN port or the iSTFT decoder), on its device."""
+
+    def __init__(self, decoder: HifiGanDecoder | IstftDecoder, config: HifiGanConfig) -> None:
+        super().__init__(config)
+        self.decoder = decoder.eval()
+        self.device = next(decoder.parameters()).device
+
+    def decode(self, frames: Tensor) -> Tensor:
+        self.check_frames(frames, leading_dims=2)
+        return self.decode_trusted(frames)
+
+    def decode_trusted(self, frames: Tensor) -> Tensor:
+        with torch.inference_mode():
+            z = frames.to(device=self.device, dtype=torch.float32).transpose(1, 2)
+            return self.decoder(z).float()
+
+
+class OnnxFrameCodec(JoeFrameCodec):
+    """Decodes with an ONNX graph of a decoder (z [B, 192, n] → audio) in onnxruntime (CPU)."""
+
+    def __init__(self, path: Path, input_name: str, output_name: str, threads: int) -> None:
+        super().__init__(HifiGanConfig())
+        self.session = onnx_session(path, threads)
+        self.input_name, self.output_name = input_name, output_name
+
+    def decode(self, frames: Tensor) -> Tensor:
+        self.check_frames(frames, leading_dims=2)
+        z = np.ascontiguousarray(frames.detach().to("cpu", torch.float32).transpose(1, 2).numpy())
+        (audio,) = self.session.run([self.output_name], {self.input_name: z})
+        return torch.from_numpy(audio.reshape(z.shape[0], -1))
+
+
+SHIPPED_DECODER = Path(__file__).parent / "weights"
+DECODERS = ("istft", "hifigan")
+RUNNERS = ("torch", "onnxruntime")
+CODEC_CHOICES = DECODERS + tuple(f"{d}-{r}" for d in DECODERS for r in RUNNERS)
+
+
+def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
+                   folder: Path = SHIPPED_DECODER) -> JoeFrameCodec:
+    """`istft` (the default) is the distilled decoder whose head lies in `folder`, `hifigan` the
+    teacher's. Either runs through onnxruntime on the CPU (faster there; the iSTFT decoder's graph
+    is exported from our module once) and through PyTorch on a GPU; a `-torch` or `-onnxruntime`
+    suffix forces one. Every HiFi-GAN weight comes from the installed voice package."""
+    device = torch.device(device)
+    if codec not in CODEC_CHOICES:
+        raise ValueError(f"the joe codec must be one of {', '.join(CODEC_CHOICES)}, got {codec!r}")
+    decoder, _, runner = codec.partition("-")
+    runner = runner or ("onnxruntime" if device.type == "cpu" else "torch")
+    if runner == "onnxruntime" and device.type != "cpu":
+        raise ValueError("the onnxruntime codecs run on the CPU only")
+    threads = torch.get_num_threads()
+    if decoder == "hifigan" and runner == "onnxruntime":
+        return OnnxFrameCodec(cut_path(DECODER_CUT), LATENT, AUDIO, threads)
+    if decoder == "hifigan":
+        teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
+        return TorchFrameCodec(teacher.to(device), teacher.config)
+    if not (folder / HEAD_WEIGHTS_FILE).is_file():
+        raise FileNotFoundError(f"no iSTFT decoder head in {folder}: train one with "
+                                "python -m training.joe.train_decoder")
+    if runner == "onnxruntime":
+        # The modules are built only to export the graph the first time.
+        path = onnx_path(folder, voice_key())
+        if not path.is_file():
+            export_onnx(load_decoder(HifiGanDecoder.from_state_dict(decoder_state_dict()), folder), path)
+        return OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
+    teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
+    return TorchFrameCodec(load_decoder(teacher, folder).to(device), teacher.config)

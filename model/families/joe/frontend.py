@@ -1,0 +1,96 @@
+"""Text → phoneme ids → durations and time-aligned prior: the teacher's front end, which is the
+prompt processing of the joe voice family and the first half of its training data."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import torch
+from piper.config import PiperConfig
+from piper.phoneme_ids import phonemes_to_ids
+from piper.phonemize_espeak import EspeakPhonemizer
+
+from model.families.base import SpeechPrompt
+from model.families.joe.teacher import PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
+
+# espeak-ng keeps one global state per process (voice, data dir), so calls are serialized.
+_ESPEAK_LOCK = threading.Lock()
+
+
+class Phonemizer:
+    """Text → one phoneme-id list per sentence, exactly as Piper prepares this voice's input
+    (espeak-ng with the data bundled in piper-tts, so it works offline)."""
+
+    def __init__(self) -> None:
+        self.config = PiperConfig.from_dict(voice_config())
+        with _ESPEAK_LOCK:
+            self._espeak = EspeakPhonemizer()
+
+    def sentence_ids(self, text: str) -> list[list[int]]:
+        with _ESPEAK_LOCK:
+            sentences = self._espeak.phonemize(
+                self.config.espeak_voice, text, vowel_clusters=self.config.vowel_clusters
+            )
+        return [phonemes_to_ids(p, self.config.phoneme_id_map) for p in sentences if p]
+
+
+def length_scale_for(raw_durations: np.ndarray, target_frames: float) -> float:
+    """The length scale whose graph durations, ceil(raw * scale) in float32 as the voice computes
+    them, sum closest to `target_frames` (bisection: the sum only grows with the scale)."""
+    raw = raw_durations.astype(np.float32)
+
+    def frames(scale: float) -> int:
+        return int(np.ceil(raw * np.float32(scale)).sum())
+
+    low, high = 1e-3, 1e3
+    for _ in range(60):
+        middle = (low * high) ** 0.5
+        low, high = (middle, high) if frames(middle) < target_frames else (low, middle)
+    return min((low, high), key=lambda scale: abs(frames(scale) - target_frames))
+
+
+class TeacherFrontend:
+    """Text → TeacherOutput through the teacher, one run per sentence, runs concatenated (the
+    way Piper speaks multi-sentence text). With the default scales (no noise) the result is a
+    deterministic function of the text and length_scale."""
+
+    def __init__(self, cut: GraphCut = PROMPT_CUT, threads: int = 1) -> None:
+        self.phonemizer = Phonemizer()
+        self.teacher = Teacher(cut, threads)
+        self.sample_rate = int(self.phonemizer.config.sample_rate)
+
+    def run(self, text: str, scales: TeacherScales | None = None) -> TeacherOutput:
+        scales = scales or TeacherScales()
+        sentences = self.phonemizer.sentence_ids(text)
+        if not sentences:
+            raise ValueError(f"nothing to speak in {text!r}")
+        return TeacherOutput.concatenate([self.teacher.run(ids, scales) for ids in sentences])
+
+    def run_at_speed(self, text: str, speed: float) -> TeacherOutput:
+        """`run` at length scale 1 / speed, corrected per sentence for the graph's per-phoneme
+        ceil (which alone makes speed 2 only ~1.65x as fast): each sentence gets the length scale
+        whose frame count is closest to its speed-1 count / speed."""
+        sentences = self.phonemizer.sentence_ids(text)
+        if not sentences:
+            raise ValueError(f"nothing to speak in {text!r}")
+        parts = []
+        for ids in sentences:
+            part = self.teacher.run(ids, TeacherScales())
+            if speed != 1.0:
+                if part.raw_durations is None:
+                    raise ValueError(f"the {self.teacher.cut.name!r} cut has no raw durations for rate control")
+                scale = length_scale_for(part.raw_durations, part.num_frames / speed)
+                part = self.teacher.run(ids, TeacherScales(length_scale=scale))
+            parts.append(part)
+        return TeacherOutput.concatenate(parts)
+
+    def speech_prompt(self, text: str, speed: float = 1.0) -> SpeechPrompt:
+        """Phoneme ids as the prompt tokens, the prior [T, 192] as per-frame conditioning."""
+        result = self.run_at_speed(text, speed)
+        return SpeechPrompt(
+            token_ids=result.phoneme_ids.tolist(),
+            conditioning=torch.from_numpy(result.prior),
+            num_frames=result.num_frames,
+            num_text_tokens=int(result.phoneme_ids.size),
+        )

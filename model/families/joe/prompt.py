@@ -1,0 +1,50 @@
+"""Prompt processing of the built-in voice (runs in the API process): text → phonemes →
+durations and time-aligned prior through the teacher's front end."""
+from __future__ import annotations
+
+import math
+
+from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
+from model.sampling import SamplingParams
+from model.families.joe.family import STEP_SLOT_ID
+from model.families.joe.frontend import TeacherFrontend
+from model.families.joe.student import StudentConfig
+
+JOE_VOICES = ("joe",)
+
+
+class JoePromptFrontend(PromptFrontend):
+    """Builds `phoneme ids + [step slot]` with the prior [T, 192] as conditioning. Speaking rate
+    goes through the duration model (a faster request has fewer frames, the same pitch) within
+    `speed_range`: every phoneme keeps at least one frame, so beyond about 2x only a
+    time-stretch (the API's) can go faster."""
+
+    speed_range = (0.5, 2.0)
+
+    def __init__(self, config: StudentConfig, model_name: str = "joe") -> None:
+        self.model_name = model_name
+        self.voices = JOE_VOICES
+        self.config = config
+        self.max_model_len = config.max_positions
+        self.teacher = TeacherFrontend()
+        self.sample_rate = self.teacher.sample_rate
+
+    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
+        if voice not in self.voices:
+            raise VoiceNotFoundError(voice, self.voices)
+        if not speed > 0:
+            raise ValueError(f"speed must be > 0, got {speed}")
+        # NOTE: runs on worker threads, concurrently: espeak is serialized by its own lock
+        # (frontend.py) and an onnxruntime session may run several calls at once.
+        prompt = self.teacher.speech_prompt(text, speed)
+        prompt.token_ids.append(STEP_SLOT_ID)
+        # The step slot's input depends on the prior, which the phonemes fix up to the length scale.
+        prompt.cache_salt = f"{self.model_name}:speed={speed!r}"
+        return prompt
+
+    def expected_outputs(self, prompt: SpeechPrompt) -> int | None:
+        return math.ceil(prompt.num_frames / self.config.frames_per_step)
+
+    def default_sampling(self) -> SamplingParams:
+        # The student regresses its frames: nothing is sampled, and the length is the prompt's.
+        return SamplingParams(temperature=0.0, max_tokens=8192)

@@ -1,1 +1,0 @@
-"""Built-in voices: teacher pipelines and codecs of the voices Chorus ships."""

@@ -1,0 +1,2 @@
+"""The `joe` voice's training pipeline: teacher data (`make_data`), the student (`train`) and its
+decoder head (`train_decoder`); see README.md beside this file."""
