@@ -92,7 +92,7 @@ def check_graph_sampling(family, device: torch.device, steps: int = 16) -> dict[
     hidden = torch.zeros(rows, family.backbone.config.hidden_size, device=device,
                          dtype=next(family.backbone.parameters()).dtype)
     if device.type == "cuda":
-        from engine.cuda_graphs import capture_graph
+        from engine.graph_capture import capture_graph
 
         # Before any prepare every row is padding: the warm-up run touches no stream.
         graph, captured = capture_graph(lambda: emitter.emit(hidden), None)

@@ -14,7 +14,7 @@ import time
 import torch
 from torch import Tensor
 
-from engine.cuda_graphs import capture_graph
+from engine.graph_capture import capture_graph
 from model.codecs.base import FrameCodec
 from model.codecs.streaming import StreamingConfig
 

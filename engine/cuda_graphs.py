@@ -4,12 +4,13 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import Tensor
 
 from engine.gpu_config import GpuConfig
+from engine.graph_capture import capture_graph
 from model.attention.metadata import AttentionMetadata
 from model.families.base import GraphEmitter, StreamState
 
@@ -125,18 +126,6 @@ class DecodeGraphs:
             max_seq_len=self.max_model_len,
             block_size=self.block_size,
         )
-
-
-def capture_graph(run: Callable[[], Tensor], pool: tuple | None) -> tuple[torch.cuda.CUDAGraph, Tensor]:
-    """`run` once eagerly (whatever it sets up on first use, e.g. kernel compilation or selection,
-    must not happen while capturing), then captured into a graph in memory `pool` (None: a new
-    pool); returns the graph and the output tensor its replays write."""
-    run()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        output = run()
-    return graph, output
 
 
 def attach_decode_graphs(
