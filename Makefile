@@ -10,7 +10,7 @@ PORT ?= 8000
 MODEL ?= joe
 PYTEST_ARGS ?=
 
-.PHONY: serve test install install-dev clean
+.PHONY: serve test test-fast install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ serve: install
 
 test: install-dev
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The inner loop while working: every suite but the end-to-end ones marked `slow` (servers,
+# ASR, browsers, fuzzing, parity against other libraries, benchmark smoke runs).
+test-fast: install-dev
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
