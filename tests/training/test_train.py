@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from model.families.joe.student import JoeStudent, StudentConfig
 from training.joe.dataset import bucketed_batches, make_batch
 from training.joe.shards import Utterance, shard_path, write_shard
-from model.families.joe.student import JoeStudent, StudentConfig
 from training.joe.train import TrainConfig, Trainer, validation_loss
 
 SMALL = StudentConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1,

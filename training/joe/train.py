@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from model.families.joe.student import WEIGHTS_FILE, JoeStudent, StudentConfig
 from model.paths import voice_cache
 from training.joe.dataset import Split, bucketed_batches, channel_statistics, iterate_batches, load_splits
 from training.joe.dense import forward_steps, masked_l1
 from training.joe.lr_schedule import warmup_cosine
-from model.families.joe.student import WEIGHTS_FILE, JoeStudent, StudentConfig
 
 CHECKPOINT = "checkpoint.pt"
 

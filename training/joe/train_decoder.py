@@ -32,16 +32,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from model.families.joe.hifigan import HifiGanDecoder
+from model.families.joe.istft import HEAD_WEIGHTS_FILE, IstftDecoder, IstftHeadConfig, load_decoder, save_head
+from model.families.joe.student import SHIPPED_WEIGHTS, WEIGHTS_FILE, JoeStudent
+from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, decoder_state_dict, open_session
 from model.paths import voice_cache
 from training.joe.dataset import make_batch
 from training.joe.dense import forward_steps
-from model.families.joe.hifigan import HifiGanDecoder
 from training.joe.lr_schedule import warmup_cosine
-from model.families.joe.istft import HEAD_WEIGHTS_FILE, IstftDecoder, IstftHeadConfig, load_decoder, save_head
 from training.joe.shards import Utterance, iter_utterances
-from model.families.joe.student import SHIPPED_WEIGHTS, WEIGHTS_FILE, JoeStudent
 from training.joe.spectral_loss import WaveformDistillationLoss, snr_db
-from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, decoder_state_dict, open_session
 
 CHECKPOINT = "checkpoint.pt"
 MANIFEST = "decoder_manifest.json"
