@@ -9,9 +9,9 @@ from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
+from model.families.joe.teacher import TeacherScales
 from training.joe.make_data import DataConfig, generate
 from training.joe.shards import iter_utterances, read_shard, shard_path
-from model.families.joe.teacher import TeacherScales
 
 SOURCE = '"""Return the number of items waiting in the queue. Split the path into a head and a tail."""\n'
 

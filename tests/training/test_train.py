@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from model.families.joe.student import JoeStudent, StudentConfig
 from training.joe.dataset import bucketed_batches, make_batch
 from training.joe.shards import Utterance, shard_path, write_shard
-from model.families.joe.student import JoeStudent, StudentConfig
-from training.joe.train import TrainConfig, Trainer, validation_loss
+from training.joe.train import StudentTrainer, TrainConfig, validation_loss
 
 SMALL = StudentConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
                       prenet_size=32, frames_per_step=2)
@@ -46,8 +46,8 @@ def schedule(steps: int, learning_rate: float = 1e-3) -> TrainConfig:
                        learning_rate=learning_rate)
 
 
-def train(data, out, steps: int, learning_rate: float = 1e-3) -> Trainer:
-    trainer = Trainer(schedule(steps, learning_rate), SMALL, data, out)
+def train(data, out, steps: int, learning_rate: float = 1e-3) -> StudentTrainer:
+    trainer = StudentTrainer(schedule(steps, learning_rate), SMALL, data, out)
     trainer.try_resume()
     trainer.train()
     return trainer
@@ -55,7 +55,7 @@ def train(data, out, steps: int, learning_rate: float = 1e-3) -> Trainer:
 
 def test_resumed_training_equals_uninterrupted(data, tmp_path):
     straight = train(data, tmp_path / "straight", steps=12)
-    first_half = Trainer(schedule(12), SMALL, data, tmp_path / "resumed")
+    first_half = StudentTrainer(schedule(12), SMALL, data, tmp_path / "resumed")
     first_half.train(stop_at=5)  # interrupted at step 5 of a 12-step schedule
     resumed = train(data, tmp_path / "resumed", steps=12)
     assert resumed.step == straight.step == 12

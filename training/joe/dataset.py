@@ -9,9 +9,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from model.families.joe.student import JoeStudent
 from training.joe.dense import StudentBatch
 from training.joe.shards import Utterance, iter_utterances
-from model.families.joe.student import JoeStudent
 
 
 @dataclass(slots=True)

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model.llama.model import LlamaModel
 from model.families.joe.student import JoeStudent
+from model.llama.model import LlamaModel
 
 
 @dataclass(slots=True)

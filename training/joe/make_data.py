@@ -21,12 +21,12 @@ from typing import Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from model.paths import voice_cache
 from benchmarks.data import EVAL_SENTENCES
-from training.joe.corpus import CorpusConfig, CorpusSentence, build_corpus, read_sentences
 from model.families.joe.frontend import TeacherFrontend
-from training.joe.shards import Utterance, shard_frame_count, shard_path, write_shard
 from model.families.joe.teacher import LATENT_CUT, TeacherScales
+from model.paths import voice_cache
+from training.joe.corpus import CorpusConfig, CorpusSentence, build_corpus, read_sentences
+from training.joe.shards import Utterance, shard_frame_count, shard_path, write_shard
 
 FRAMES_PER_SECOND = 22050 / 256
 

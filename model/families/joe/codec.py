@@ -2,7 +2,7 @@
 
 Two decoders. The teacher's HiFi-GAN is the reference, with two runners: our PyTorch port and the
 voice's own decoder sub-graph through onnxruntime (on the 2-core machine 1.5-2.3x faster than the
-port under torch's oneDNN convolutions; both equal each other to ~2e-6, tests/voices/test_codec.py).
+port under torch's oneDNN convolutions; both equal each other to ~2e-6, tests/model/families/joe/test_codec.py).
 What the engine serves with by default is the iSTFT decoder distilled from it
 (model/families/joe/istft.py): the HiFi-GAN's first stage plus a small iSTFT head, about 4x fewer
 multiply-adds per frame.
@@ -22,7 +22,7 @@ from model.families.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT
                                     load_decoder, onnx_path)
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, cut_path, decoder_state_dict, onnx_session, voice_key
 
-# Measured (tests/voices/test_codec.py): one z column moves the decoder's output from ~9.9 frames
+# Measured (tests/model/families/joe/test_codec.py): one z column moves the decoder's output from ~9.9 frames
 # before it to ~9.7 frames after it (changes > 1e-5; > 1e-3 only within -6.6..+8.2 frames). With
 # 10 frames of context each side a streamed window equals the whole-utterance decode (max error
 # ~2e-6), so seams need no crossfade. Every window pays its 20 frames of context and about
