@@ -2,7 +2,7 @@
 
 A decode step of one stream multiplies one row by every weight matrix of the model: on the CPU
 that is bound by reading the weights from memory, not by arithmetic. Reading them as float16 halves
-the bytes. Measured on the 2-core development machine (training/joe/README.md; the joe
+the bytes. Measured on the 2-core development machine (model/families/joe/README.md; the joe
 student's 20 linears cycled so that they do not stay in cache): 0.7 ms per step in float16
 against 1.4-1.8 ms in float32. Rows > 1 keep the float32 path: this CPU has no float16 matrix
 kernel, and a 37-row float16 product took 2.1 ms against 0.5 ms in float32.
