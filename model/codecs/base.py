@@ -11,26 +11,21 @@ from torch import Tensor
 @dataclass(frozen=True, slots=True)
 class WindowHints:
     """How this codec's frames are best streamed: the context its windows need (facts of its
-    receptive field) and the chunk shape that suits its cost per window. The engine's streaming
-    config (engine/audio/config.py) takes each value it does not set from here, and validates
-    the result. The defaults were tuned for SNAC (the Orpheus codec)."""
+    receptive field) and the chunk shape that suits its cost per window. Field for field the
+    values the engine's StreamingConfig (engine/audio/config.py, which says what each means)
+    takes when it does not set them; it validates the result. The defaults were tuned for SNAC
+    (the Orpheus codec)."""
 
-    # The first audio leaves as soon as this many frames (+ lookahead) exist.
     first_chunk_frames: int = 1
-    # Later chunks: decode once this many new frames are ready, while the listener has audio to spare.
     chunk_frames: int = 4
-    # Single-frame chunks when the listener would run dry within this many seconds; 0: never.
     urgent_slack_seconds: float = 0.5
-    # Chunks after the first as long as all the audio before them, up to chunk_frames.
     grow_chunks: bool = False
-    # Frames before the emitted span included in the window (the codec is not causal).
     left_context_frames: int = 3
-    # Frames after the emitted span included in the window. SNAC's decoder sees about 2.5
-    # frames either side: with 1 frame of lookahead a chunk's last frame is off by up to 0.1
-    # (signal std ~0.1) until the crossfade hides it; with 2 the error drops ~50x (measured in
-    # tests/engine/audio/test_decoder.py), for 85 ms more before the first audio.
+    # SNAC's decoder sees about 2.5 frames either side: with 1 frame of lookahead a chunk's last
+    # frame is off by up to 0.1 (signal std ~0.1) until the crossfade hides it; with 2 the error
+    # drops ~50x (measured in tests/engine/audio/test_decoder.py), for 85 ms more before the
+    # first audio.
     lookahead_frames: int = 2
-    # Samples decoded past the emitted end and blended into the next chunk's start.
     crossfade_samples: int = 256
 
 
