@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from engine.audio.config import StreamingConfig
 from engine.config import EngineConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
@@ -40,14 +41,22 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--max-waiting", type=int, default=_SCHED.max_waiting)
     sched.add_argument("--policy", choices=("fcfs", "priority"), default="fcfs")
     stream = parser.add_argument_group("streaming codec")
-    # Defaults are the model family's own (its codec's context needs differ); a flag overrides one field.
-    stream.add_argument("--first-chunk-frames", type=int, default=None)
-    stream.add_argument("--chunk-frames", type=int, default=None)
-    stream.add_argument("--lookahead-frames", type=int, default=None)
-    stream.add_argument(
-        "--urgent-slack-seconds", type=float, default=None,
-        help="emit single frames when a stream's buffered audio would run out within this (-1: never)",
-    )
+    stream.add_argument("--first-chunk-frames", type=int, default=None,
+                        help="frames in a stream's first chunk of audio (default: the codec's own)")
+    stream.add_argument("--chunk-frames", type=int, default=None,
+                        help="frames in each later chunk (default: the codec's own)")
+    stream.add_argument("--urgent-slack-seconds", type=float, default=None,
+                        help="send single frames when a stream's emitted audio would run out within this "
+                             "many seconds; 0 disables (default: the codec's own)")
+    stream.add_argument("--grow-chunks", action=argparse.BooleanOptionalAction, default=None,
+                        help="later chunks as long as all the audio before them, up to --chunk-frames "
+                             "(default: the codec's own)")
+    stream.add_argument("--left-context-frames", type=int, default=None,
+                        help="frames decoded before each chunk for context (default: the codec's own)")
+    stream.add_argument("--lookahead-frames", type=int, default=None,
+                        help="frames decoded after each chunk for context (default: the codec's own)")
+    stream.add_argument("--crossfade-samples", type=int, default=None,
+                        help="samples blended across each seam between chunks (default: the codec's own)")
     gpu = parser.add_argument_group("GPU (ignored on the CPU)")
     gpu.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     gpu.add_argument("--no-sample-in-graph", action="store_true",
@@ -58,15 +67,6 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     gpu.add_argument("--fused-ops", action="store_true", help="Triton-fused RMSNorm + residual and SiLU-and-multiply")
     parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
-
-
-def streaming_overrides(args: argparse.Namespace) -> dict:
-    given = {name: getattr(args, name) for name in
-             ("first_chunk_frames", "chunk_frames", "lookahead_frames", "urgent_slack_seconds")}
-    overrides = {name: value for name, value in given.items() if value is not None}
-    if overrides.get("urgent_slack_seconds", 0) < 0:
-        overrides["urgent_slack_seconds"] = None
-    return overrides
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
@@ -94,7 +94,15 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             policy=args.policy,
             max_waiting=args.max_waiting,
         ),
-        streaming_overrides=streaming_overrides(args),
+        streaming=StreamingConfig(
+            first_chunk_frames=args.first_chunk_frames,
+            chunk_frames=args.chunk_frames,
+            urgent_slack_seconds=args.urgent_slack_seconds,
+            grow_chunks=args.grow_chunks,
+            left_context_frames=args.left_context_frames,
+            lookahead_frames=args.lookahead_frames,
+            crossfade_samples=args.crossfade_samples,
+        ),
         gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs, sample_in_graph=not args.no_sample_in_graph,
                       overlap_codec=not args.no_overlap_codec, codec_graphs=not args.no_codec_graphs,
                       fused_ops=args.fused_ops),

@@ -13,8 +13,9 @@ from typing import Hashable
 import torch
 
 from benchmarks.trace import RequestTrace
+from engine.audio.config import StreamingConfig
+from engine.audio.decoder import StreamingDecoder
 from model.codecs.base import FrameCodec
-from model.codecs.streaming import StreamingConfig, StreamingDecoder
 from model.families.orpheus.frames import FrameAssembler
 from model.families.orpheus.layout import OrpheusTokenLayout
 

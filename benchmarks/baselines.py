@@ -26,7 +26,7 @@ import torch
 from benchmarks.audio_path import StreamingAudio
 from benchmarks.corpus import BenchRequest
 from benchmarks.trace import RequestTrace
-from model.codecs.streaming import StreamingConfig
+from engine.audio.config import StreamingConfig
 from model.config import ModelConfig
 from model.loader import load_family, load_frontend, resolve_model_path
 

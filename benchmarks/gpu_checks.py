@@ -124,7 +124,7 @@ def check_graph_sampling(family, device: torch.device, steps: int = 16) -> dict[
 def check_codec_graphs(codec, device: torch.device) -> dict[str, float]:
     """Max |graph - eager| of a padded batch of 3 nine-frame windows (Orpheus's steady window)
     decoded by a captured codec graph (run directly over its buffers off CUDA)."""
-    from engine.codec_graphs import WindowGraphs
+    from engine.audio.graphs import WindowGraphs
 
     graphs = WindowGraphs(codec, [1, 4], [9], device, eager_replay=device.type != "cuda")
     graphs.capture()

@@ -27,7 +27,6 @@ from benchmarks.corpus import BenchRequest, CorpusConfig, build_corpus
 from benchmarks.drivers import Driver, EngineDriver, HttpDriver
 from benchmarks.trace import RequestTrace, summarize
 from benchmarks.workloads import RunResult, closed_loop, poisson
-from model.codecs.streaming import StreamingConfig
 from model.families.orpheus.layout import FRAME_TOKENS
 
 SYSTEMS = {"engine": "chorus engine", "sequential": "sequential", "static": "static batching",
@@ -46,7 +45,7 @@ def build_driver(system: str, args: argparse.Namespace) -> Driver:
 
     shared = SharedModel(config.model)
     # The baselines decode SNAC like the engine's Orpheus family does, flags included.
-    streaming = config.resolved_streaming(StreamingConfig())
+    streaming = config.streaming.resolve(shared.codec.window_hints)
     if system == "cb":
         return ContinuousBatchingDriver(shared, streaming, config.scheduler.max_num_batched_tokens,
                                         max_context=2048, max_streams=max(args.concurrency))

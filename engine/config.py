@@ -1,14 +1,13 @@
 """The engine's configuration: one dataclass per concern, gathered in one place."""
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from engine.audio.config import StreamingConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
-from model.codecs.streaming import StreamingConfig
 from model.config import ModelConfig
 from scheduler.config import SchedulerConfig
 
@@ -22,19 +21,14 @@ class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    # None: the family's own windows (SNAC and HiFi-GAN need different context); then the
-    # fields named in streaming_overrides (command-line flags) replace that config's values.
-    streaming: StreamingConfig | None = None
-    streaming_overrides: dict[str, Any] = field(default_factory=dict)
+    # Fields left None take the codec's own values (SNAC and HiFi-GAN need different context).
+    streaming: StreamingConfig = field(default_factory=StreamingConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
     mode: Literal["process", "inproc"] = "process"
     # Torch intra-op threads of the core process. None: on the CPU, half the cores (the API
     # process needs the rest to encode audio, and oversubscribed OpenMP threads spin against each
     # other: measured 15x slower steps on a busy 2-core machine); on a GPU, torch's default.
     num_threads: int | None = None
-
-    def resolved_streaming(self, family_default: StreamingConfig) -> StreamingConfig:
-        return dataclasses.replace(self.streaming or family_default, **self.streaming_overrides)
 
     def core_threads(self) -> int | None:
         if self.num_threads is not None or self.model.torch_device.type != "cpu":

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from engine.codec_overlap import CodecOverlap, codec_runner_for
+from engine.audio.stage import AudioStage
 from engine.config import EngineConfig
 from engine.cuda_graphs import attach_decode_graphs
 from engine.errors import RequestRejected
@@ -15,7 +15,6 @@ from engine.model_runner import ModelRunner
 from engine.outputs import AudioChunk, EngineStats
 from engine.request import Request
 from memory.block_hash import hash_full_blocks
-from model.codecs.streaming import StreamingDecoder
 from model.families.base import SpeechFamily, SpeechPrompt
 from model.loader import load_family
 from model.sampling import SamplingParams
@@ -49,9 +48,9 @@ class EngineCore:
         attach_decode_graphs(
             self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
         )
-        self.codec = StreamingDecoder(self.family.codec, config.resolved_streaming(self.family.default_streaming))
-        self.codec_overlap = CodecOverlap(
-            self.codec, codec_runner_for(self.device, config.gpu, self.codec, config.scheduler.max_num_seqs)
+        streaming = config.streaming.resolve(self.family.codec.window_hints)
+        self.audio = AudioStage.build(
+            self.family.codec, streaming, config.gpu, self.device, config.scheduler.max_num_seqs
         )
         self.sample_rate = self.family.codec.sample_rate
         self.requests: dict[str, Request] = {}
@@ -92,7 +91,7 @@ class EngineCore:
             raise RequestRejected(str(exc), "queue_full") from exc
         max_outputs = min(stream.max_outputs, max_len - prompt_len)
         self.requests[request_id] = Request(request_id, seq, stream, max_outputs)
-        self.codec.open(request_id)
+        self.audio.open(request_id)
 
     def abort_request(self, request_id: str) -> None:
         """Ends a request now, frees its blocks, drops its pending audio; unknown ids: no-op."""
@@ -100,7 +99,7 @@ class EngineCore:
         if request is None or request.finish_reason in ("abort", "error"):
             return
         self.scheduler.finish(request_id)
-        self.codec.discard(request_id)
+        self.audio.discard(request_id)
         request.finish_reason = request.finish_reason or "abort"
         self._aborted.append(request_id)
 
@@ -137,7 +136,7 @@ class EngineCore:
             Scheduler.append_output(request.seq)
             self.stats.tokens_generated += 1
             if update.frames is not None:
-                self.codec.push(request.request_id, update.frames)
+                self.audio.push(request.request_id, update.frames)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not end the step
             self._fail(request.request_id, exc)
             return
@@ -149,7 +148,7 @@ class EngineCore:
     def _finish(self, request: Request, reason: str) -> None:
         request.finish_reason = reason
         self.scheduler.finish(request.request_id)
-        self.codec.finish(request.request_id)
+        self.audio.finish(request.request_id)
 
     def _fail(self, request_id: str, exc: Exception) -> None:
         logger.warning("request %s failed: %r", request_id, exc, exc_info=exc)
@@ -161,9 +160,9 @@ class EngineCore:
     def _emit_audio(self) -> list[AudioChunk]:
         emitted = []
         started = time.perf_counter()
-        ready = self.codec_overlap.step()
+        ready = self.audio.step()
         self.stats.codec_seconds += time.perf_counter() - started
-        for request_id, exc in self.codec.take_failures().items():
+        for request_id, exc in self.audio.take_failures().items():
             self._fail(request_id, exc)
         for request_id, chunk in ready.items():
             request = self.requests[request_id]

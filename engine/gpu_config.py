@@ -14,7 +14,7 @@ class GpuConfig:
     head and sampling, for families that provide a graph emitter (Orpheus). `overlap_codec` decodes each
     step's codec windows on their own CUDA stream beside the next step's forward (audio one step later);
     with `codec_graphs` the windows of the steady-state lengths replay graphs captured at the same padded
-    batch sizes up to 64 (engine/codec_graphs.py), the others decode eagerly.
+    batch sizes up to 64 (engine/audio/graphs.py), the others decode eagerly.
     `fused_ops` swaps the Llama layers for Triton-fused RMSNorm + residual and SiLU-and-multiply (off until
     the H200 run shows a gain: benchmarks/GPU_RUN.md). Every field is valid once constructed."""
 

@@ -1,17 +1,14 @@
-"""Codecs: a family's frames → PCM (FrameCodec), SNAC port, batched streaming decode."""
-from model.codecs.base import FrameCodec
+"""Codecs: a family's frames → PCM (FrameCodec) and how they are best streamed (WindowHints), SNAC port."""
+from model.codecs.base import FrameCodec, WindowHints
 from model.codecs.snac import SnacConfig, SnacDecoder, save_random_snac, tiny_snac_config
 from model.codecs.snac_frames import SnacFrameCodec
-from model.codecs.streaming import StreamChunk, StreamingConfig, StreamingDecoder
 
 __all__ = [
     "FrameCodec",
     "SnacConfig",
     "SnacDecoder",
     "SnacFrameCodec",
-    "StreamChunk",
-    "StreamingConfig",
-    "StreamingDecoder",
+    "WindowHints",
     "save_random_snac",
     "tiny_snac_config",
 ]

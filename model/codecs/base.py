@@ -2,21 +2,45 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class WindowHints:
+    """How this codec's frames are best streamed: the context its windows need (facts of its
+    receptive field) and the chunk shape that suits its cost per window. Field for field the
+    values the engine's StreamingConfig (engine/audio/config.py, which says what each means)
+    takes when it does not set them; it validates the result. The defaults were tuned for SNAC
+    (the Orpheus codec)."""
+
+    first_chunk_frames: int = 1
+    chunk_frames: int = 4
+    urgent_slack_seconds: float = 0.5
+    grow_chunks: bool = False
+    left_context_frames: int = 3
+    # SNAC's decoder sees about 2.5 frames either side: with 1 frame of lookahead a chunk's last
+    # frame is off by up to 0.1 (signal std ~0.1) until the crossfade hides it; with 2 the error
+    # drops ~50x (measured in tests/engine/audio/test_decoder.py), for 85 ms more before the
+    # first audio.
+    lookahead_frames: int = 2
+    crossfade_samples: int = 256
 
 
 class FrameCodec(ABC):
     """Turns frames (the model's per-step audio units: codes, latent vectors, ...) into PCM.
     `decode(frames [B, n, *frame_shape])` returns float32 audio [B, n * samples_per_frame] in
     [-1, 1], and frame i always maps to samples [i*samples_per_frame, (i+1)*samples_per_frame)
-    of the decoded window, so windows of frames can be decoded and cropped by frame index."""
+    of the decoded window, so windows of frames can be decoded and cropped by frame index;
+    `window_hints` say how such windows are best cut for this codec."""
 
     sample_rate: int
     samples_per_frame: int
     frame_shape: tuple[int, ...]
     frame_dtype: torch.dtype
+    window_hints: WindowHints = WindowHints()
 
     @abstractmethod
     def decode(self, frames: Tensor) -> Tensor: ...

@@ -15,7 +15,6 @@ from typing import Any, Protocol, Sequence
 import torch
 
 from model.codecs.base import FrameCodec
-from model.codecs.streaming import StreamingConfig
 from model.sampling import SamplingParams
 
 
@@ -92,11 +91,6 @@ class SpeechFamily(ABC):
     @property
     @abstractmethod
     def max_model_len(self) -> int: ...
-
-    @property
-    def default_streaming(self) -> StreamingConfig:
-        """How the codec's windows are cut unless the engine config says otherwise."""
-        return StreamingConfig()
 
     @abstractmethod
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> StreamState: ...

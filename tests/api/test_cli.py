@@ -1,6 +1,8 @@
 """`chorus serve` flags that belong to the HTTP layer."""
 from __future__ import annotations
 
+import pytest
+
 from api.cli import build_parser
 
 
@@ -30,3 +32,24 @@ def test_engine_flags_reach_the_engine_config():
     assert not (gpu.cuda_graphs or gpu.sample_in_graph or gpu.overlap_codec or gpu.codec_graphs)
     assert gpu.fused_ops and config.cache.kv_cache_dtype == "fp8_e4m3"
     assert config.model.attention_backend == "xformers"
+
+
+def test_streaming_flags_set_one_field_each_and_default_to_the_codec():
+    import argparse
+
+    from api.engine_args import add_engine_args, engine_config_from_args
+    from engine.audio.config import StreamingConfig
+
+    parser = argparse.ArgumentParser()
+    add_engine_args(parser)
+    assert engine_config_from_args(parser.parse_args([])).streaming == StreamingConfig()
+    config = engine_config_from_args(parser.parse_args([
+        "--first-chunk-frames", "2", "--chunk-frames", "16", "--urgent-slack-seconds", "0", "--grow-chunks",
+        "--left-context-frames", "5", "--lookahead-frames", "3", "--crossfade-samples", "64",
+    ]))
+    assert config.streaming == StreamingConfig(first_chunk_frames=2, chunk_frames=16, urgent_slack_seconds=0.0,
+                                               grow_chunks=True, left_context_frames=5, lookahead_frames=3,
+                                               crossfade_samples=64)
+    assert engine_config_from_args(parser.parse_args(["--no-grow-chunks"])).streaming.grow_chunks is False
+    with pytest.raises(ValueError, match="0: never urgent"):
+        engine_config_from_args(parser.parse_args(["--urgent-slack-seconds", "-1"]))

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine.audio.config import StreamingConfig
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from memory.config import CacheConfig
-from model.codecs.streaming import StreamingConfig
 from model.config import ModelConfig
 from model.loader import load_frontend
 from model.tiny_random import ensure_tiny_random
@@ -26,8 +26,8 @@ def engine_config(model: str, num_blocks: int = 512, mode: str = "inproc", **sch
         scheduler=SchedulerConfig(**scheduler),
         # NOTE: tests compare audio across runs byte for byte; adaptive chunking picks seams by
         # wall-clock slack (seams differ by ~1e-3), so tests use fixed chunking. Adaptive chunking
-        # has its own tests in tests/model/test_streaming_codec.py.
-        streaming=StreamingConfig(urgent_slack_seconds=None),
+        # has its own tests in tests/engine/audio.
+        streaming=StreamingConfig(urgent_slack_seconds=0),
         mode=mode,
     )
 

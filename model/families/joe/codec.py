@@ -15,31 +15,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.codecs.base import FrameCodec
-from model.codecs.streaming import StreamingConfig
+from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.hifigan import HifiGanConfig, HifiGanDecoder
 from model.families.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, export_onnx,
                                     load_decoder, onnx_path)
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, cut_path, decoder_state_dict, onnx_session, voice_key
-
-# Measured (tests/model/families/joe/test_codec.py): one z column moves the decoder's output from ~9.9 frames
-# before it to ~9.7 frames after it (changes > 1e-5; > 1e-3 only within -6.6..+8.2 frames). With
-# 10 frames of context each side a streamed window equals the whole-utterance decode (max error
-# ~2e-6), so seams need no crossfade. Every window pays its 20 frames of context and about
-# 1.5 ms of fixed cost, so chunks grow from 8 frames (the first audio) to 128 (1.5 s: 1.16x the
-# decoding of the audio alone; 64 cost 1.31x and, over 10 sentences, 9 % more codec time).
-# A grown chunk leaves only when the listener already holds as much audio as it carries.
-# Urgent short chunks are off: with 8 concurrent streams on 2 cores they made the slowest
-# stream's RTF 1.16 instead of 0.72 (each 8-frame window decodes 28 frames).
-JOE_STREAMING = StreamingConfig(
-    first_chunk_frames=8,
-    chunk_frames=128,
-    grow_chunks=True,
-    urgent_slack_seconds=None,
-    left_context_frames=10,
-    lookahead_frames=10,
-    crossfade_samples=0,
-)
 
 
 class JoeFrameCodec(FrameCodec):
@@ -47,6 +27,25 @@ class JoeFrameCodec(FrameCodec):
     hop) because every upsampling layer is centred on its input. Subclasses run the decoder."""
 
     frame_dtype = torch.float32
+    # How joe's frames are best streamed. Measured (tests/model/families/joe/test_codec.py): one z column
+    # moves the decoder's output from ~9.9 frames before it to ~9.7 frames after it (changes
+    # > 1e-5; > 1e-3 only within -6.6..+8.2 frames). With 10 frames of context each side a
+    # streamed window equals the whole-utterance decode (max error ~2e-6), so seams need no
+    # crossfade. Every window pays its 20 frames of context and about 1.5 ms of fixed cost, so
+    # chunks grow from 8 frames (the first audio) to 128 (1.5 s: 1.16x the decoding of the audio
+    # alone; 64 cost 1.31x and, over 10 sentences, 9 % more codec time). A grown chunk leaves
+    # only when the listener already holds as much audio as it carries. Urgent short chunks are
+    # off: with 8 concurrent streams on 2 cores they made the slowest stream's RTF 1.16 instead
+    # of 0.72 (each 8-frame window decodes 28 frames).
+    window_hints = WindowHints(
+        first_chunk_frames=8,
+        chunk_frames=128,
+        grow_chunks=True,
+        urgent_slack_seconds=0,
+        left_context_frames=10,
+        lookahead_frames=10,
+        crossfade_samples=0,
+    )
 
     def __init__(self, config: HifiGanConfig) -> None:
         self.frame_shape = (config.latent_channels,)

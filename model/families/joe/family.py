@@ -10,11 +10,10 @@ import torch
 from torch import Tensor
 
 from model.attention import AttentionBackend
-from model.codecs.streaming import StreamingConfig
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
 from model.llama.half_gemv import use_half_gemv
 from model.sampling import SamplingParams
-from model.families.joe.codec import JOE_STREAMING, JoeFrameCodec, load_joe_codec
+from model.families.joe.codec import JoeFrameCodec, load_joe_codec
 from model.families.joe.student import JoeStudent
 
 # The last prompt token is not a phoneme: its position is step 0 (see student.py), so the
@@ -71,10 +70,6 @@ class JoeFamily(SpeechFamily):
     @property
     def max_model_len(self) -> int:
         return self._max_model_len
-
-    @property
-    def default_streaming(self) -> StreamingConfig:
-        return JOE_STREAMING
 
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> JoeStream:
         if prompt.conditioning is None or prompt.num_frames is None:

@@ -1,7 +1,7 @@
 """The HiFi-GAN port against the voice's own ONNX decoder sub-graph, and streamed decode.
 
 Measured: on teacher z the port matches onnxruntime to max |Δ| ≈ 2e-6 (audio peak ≈ 0.5);
-asserted < 1e-4. Streaming with JOE_STREAMING matches whole decode to ≈ 2e-6; asserted < 1e-4,
+asserted < 1e-4. Streaming with joe's window hints matches whole decode to ≈ 2e-6; asserted < 1e-4,
 for the HiFi-GAN and for the distilled iSTFT decoder the engine serves with.
 """
 from __future__ import annotations
@@ -14,9 +14,10 @@ from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
+from engine.audio.config import StreamingConfig
+from engine.audio.decoder import StreamingDecoder
 from model.codecs.base import FrameCodec
-from model.codecs.streaming import StreamingDecoder
-from model.families.joe.codec import JOE_STREAMING, OnnxFrameCodec, TorchFrameCodec, load_joe_codec
+from model.families.joe.codec import OnnxFrameCodec, TorchFrameCodec, load_joe_codec
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, TeacherScales, open_session
 
 PARITY = 1e-4
@@ -86,7 +87,7 @@ def test_batched_streaming_equals_whole_decode(name, latents):
             return codec.decode(frames)
 
     counting = Counting()
-    decoder = StreamingDecoder(counting, JOE_STREAMING)
+    decoder = StreamingDecoder(counting, StreamingConfig().resolve(codec.window_hints))
     pieces: dict[int, list[np.ndarray]] = {i: [] for i in range(len(latents))}
     for i in pieces:
         decoder.open(i)

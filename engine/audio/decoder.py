@@ -11,54 +11,16 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Hashable, Protocol
+from typing import Hashable
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from engine.audio.chunking import ChunkPolicy, listener_slack
+from engine.audio.config import StreamingConfig
+from engine.audio.runners import SYNC_RUNNER, CodecRunner
 from model.codecs.base import FrameCodec
-
-
-@dataclass(slots=True)
-class StreamingConfig:
-    """How streams are cut into windows; every count is in frames except the crossfade."""
-
-    # The first audio is emitted as soon as this many frames (+ lookahead) exist.
-    first_chunk_frames: int = 1
-    # Later chunks: decode once this many new frames are ready (or a multiple of it), while
-    # the stream's listener has audio to spare (see urgent_slack_seconds).
-    chunk_frames: int = 4
-    # A listener is assumed to play from the stream's first chunk. When the audio already
-    # emitted would run out within this many seconds (but has not yet), the next chunk leaves as
-    # soon as one frame is ready instead of waiting for chunk_frames: small chunks cost more
-    # decoding per frame (their windows carry the same context), so they are spent only where a
-    # stream would otherwise stall. None disables this (fixed chunking).
-    urgent_slack_seconds: float | None = 0.5
-    # When set, chunks after the first grow: each is as long as all the audio emitted before it
-    # (8, 8, 16, 32, ... frames), up to chunk_frames. While generation runs faster than real
-    # time the listener then always holds more audio than the next chunk takes to make, so a
-    # codec with costly windows can use long chunks without a stall after the first one.
-    grow_chunks: bool = False
-    # Frames before the emitted span included in the window (the codec is not causal).
-    left_context_frames: int = 3
-    # Frames after the emitted span included in the window. SNAC's decoder sees about 2.5
-    # frames either side: with 1 frame of lookahead a chunk's last frame is off by up to 0.1
-    # (signal std ~0.1) until the crossfade hides it; with 2 the error drops ~50x (measured in
-    # tests/model/test_streaming_codec.py), for 85 ms more before the first audio.
-    lookahead_frames: int = 2
-    # Samples decoded past the emitted end and blended into the next chunk's start.
-    crossfade_samples: int = 256
-
-    def __post_init__(self) -> None:
-        if self.first_chunk_frames < 1 or self.chunk_frames < 1:
-            raise ValueError("first_chunk_frames and chunk_frames must be >= 1")
-        if self.left_context_frames < 0 or self.lookahead_frames < 0 or self.crossfade_samples < 0:
-            raise ValueError("context, lookahead and crossfade must be >= 0")
-        if self.urgent_slack_seconds is not None and self.urgent_slack_seconds < 0:
-            raise ValueError("urgent_slack_seconds must be >= 0 or None")
-        if self.crossfade_samples and not self.lookahead_frames:
-            raise ValueError("a crossfade needs lookahead_frames >= 1 to decode past the chunk end")
 
 
 @dataclass(slots=True)
@@ -99,28 +61,6 @@ class _Window:
     is_last: bool
 
 
-class CodecRunner(Protocol):
-    """Runs the codec's batched decode and brings its audio to the host; a runner with a device
-    stream returns before the audio exists and `to_host` waits for it."""
-
-    def decode(self, codec: FrameCodec, batch: Tensor) -> Tensor: ...
-
-    def to_host(self, audio: Tensor) -> np.ndarray: ...
-
-
-class _SyncRunner:
-    """Decodes on the caller's stream; the audio exists when `decode` returns."""
-
-    def decode(self, codec: FrameCodec, batch: Tensor) -> Tensor:
-        return codec.decode(batch)
-
-    def to_host(self, audio: Tensor) -> np.ndarray:
-        return audio.float().cpu().numpy()
-
-
-_SYNC_RUNNER = _SyncRunner()
-
-
 @dataclass(slots=True)
 class PendingAudio:
     """Windows launched together: `groups` pair windows with their batched audio (or, after a
@@ -141,10 +81,12 @@ def _rows(runner: CodecRunner, audio: Tensor | list[Tensor | None]) -> list[np.n
 
 
 class StreamingDecoder:
-    """Per stream: frames pushed in order; audio emitted in order exactly once; the
-    concatenation of a stream's chunks has exactly n_frames * samples_per_frame samples."""
+    """Per stream: frames pushed in order; audio emitted in order exactly once, in chunks whose
+    sizes `policy` (chunking.py) picks; the concatenation of a stream's chunks has exactly
+    n_frames * samples_per_frame samples."""
 
     def __init__(self, codec: FrameCodec, config: StreamingConfig) -> None:
+        self.policy = ChunkPolicy(config)  # first: it refuses a config with fields left unresolved
         if config.crossfade_samples > codec.samples_per_frame:
             raise ValueError(
                 f"crossfade_samples {config.crossfade_samples} exceeds one frame "
@@ -194,7 +136,7 @@ class StreamingDecoder:
         """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
         stream state only moves in `collect`, so launch again only after collecting this one.
         `now` (monotonic seconds) defaults to the clock; tests pass their own."""
-        runner = runner or _SYNC_RUNNER
+        runner = runner or SYNC_RUNNER
         now = time.monotonic() if now is None else now
         empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
@@ -256,33 +198,17 @@ class StreamingDecoder:
         return audio
 
     def _plan(self, stream_id: Hashable, stream: _Stream, now: float) -> _Window | None:
-        config = self.config
-        first = max(0, stream.emitted - config.left_context_frames)
+        first = max(0, stream.emitted - self.config.left_context_frames)
         if stream.finished:
             # Final flush: every remaining frame, no lookahead needed.
             return _Window(stream_id, first, stream.emitted, stream.received, stream.received, True)
-        if not stream.emitted:
-            step = config.first_chunk_frames
-        elif self._is_urgent(stream, now):
-            step = 1
-        elif config.grow_chunks:
-            step = min(config.chunk_frames, max(config.first_chunk_frames, stream.emitted))
-        else:
-            step = config.chunk_frames
-        ready = stream.received - config.lookahead_frames - stream.emitted
-        if ready < step:
+        slack = None
+        if stream.playback_start is not None:
+            slack = listener_slack(stream.playback_start, stream.emitted * self._frame_seconds, now)
+        end = self.policy.chunk_end(stream.emitted, stream.received, slack)
+        if end is None:
             return None
-        end = stream.emitted + ready // step * step
-        return _Window(stream_id, first, stream.emitted, end, end + config.lookahead_frames, False)
-
-    def _is_urgent(self, stream: _Stream, now: float) -> bool:
-        urgent = self.config.urgent_slack_seconds
-        if urgent is None or stream.playback_start is None:
-            return False
-        slack = stream.playback_start + stream.emitted * self._frame_seconds - now
-        # NOTE: once a listener has run dry it is stalled whatever we do; single-frame windows
-        # would then only spend more codec time per frame and slow every stream down further.
-        return 0.0 <= slack < urgent
+        return _Window(stream_id, first, stream.emitted, end, end + self.config.lookahead_frames, False)
 
     def _window_frames(self, window: _Window) -> Tensor:
         stream = self._streams[window.stream_id]

@@ -1,6 +1,6 @@
 """The codec's batched window decodes replayed from CUDA graphs captured at fixed shapes.
 
-A streaming decoder cuts every stream into windows of a few lengths (codecs/streaming.py): the
+A streaming decoder cuts every stream into windows of a few lengths (chunking.py): the
 first chunk, then steady chunks, each with the same context frames. Windows of one length are
 decoded as one batch. At start-up a graph is captured for each of those lengths at every padded
 batch size of the decode graphs' ladder; a batch of another shape decodes eagerly.
@@ -14,9 +14,10 @@ import time
 import torch
 from torch import Tensor
 
+from engine.audio.chunking import ChunkPolicy
+from engine.audio.config import StreamingConfig
 from engine.graph_capture import capture_graph
 from model.codecs.base import FrameCodec
-from model.codecs.streaming import StreamingConfig
 
 logger = logging.getLogger("chorus.engine")
 
@@ -26,15 +27,8 @@ def steady_window_lengths(config: StreamingConfig) -> list[int]:
     chunk's (no frames before it), and each later chunk size's with full context. A stream's
     last window and a lagging codec's multi-chunk windows have other lengths: those run eagerly."""
     ahead, left = config.lookahead_frames, config.left_context_frames
-    sizes = {config.chunk_frames}
-    if config.urgent_slack_seconds is not None:
-        sizes.add(1)
-    if config.grow_chunks:
-        size = config.first_chunk_frames
-        while size < config.chunk_frames:
-            sizes.add(size)
-            size *= 2
-    return sorted({config.first_chunk_frames + ahead, *(left + size + ahead for size in sizes)})
+    later = ChunkPolicy(config).later_chunk_sizes()
+    return sorted({config.first_chunk_frames + ahead, *(left + size + ahead for size in later)})
 
 
 class WindowGraphs:
@@ -90,10 +84,10 @@ class WindowGraphs:
         return self._outputs[padded, n][:rows]
 
 
-def capture_window_graphs(codec: FrameCodec, streaming: StreamingConfig, batch_sizes: list[int],
+def capture_window_graphs(codec: FrameCodec, config: StreamingConfig, batch_sizes: list[int],
                           device: torch.device) -> WindowGraphs:
     started = time.perf_counter()
-    graphs = WindowGraphs(codec, batch_sizes, steady_window_lengths(streaming), device)
+    graphs = WindowGraphs(codec, batch_sizes, steady_window_lengths(config), device)
     with torch.inference_mode():
         graphs.capture()
     logger.info("captured %d codec graphs (windows of %s frames, batch %s) in %.1f s",

@@ -3,7 +3,7 @@
 Measured on the tiny SNAC codec (noise off, output std ≈ 0.1); its decoder's receptive field
 reaches ≈ 5,050 samples (≈ 2.5 frames) each way, so:
 - left context 3 and lookahead 3 frames: streamed audio equals offline within 1e-5 (max 4e-7);
-- lookahead 2 (the default): max error 1.5e-3, asserted < 5e-3;
+- lookahead 2 (SNAC's own, `WindowHints`): max error 1.5e-3, asserted < 5e-3;
 - lookahead 1: max error 0.07-0.11 in the last frame of each chunk and the
   crossfade after it, mean 1.3e-3; every sample farther than 2 frames before a seam or past its
   crossfade is exact (< 1e-5), and the mean error is asserted < 4e-3.
@@ -16,21 +16,19 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from engine.audio.config import StreamingConfig
+from engine.audio.decoder import StreamChunk, StreamingDecoder
 from model.codecs.base import FrameCodec
-from model.codecs.snac import SnacDecoder, save_random_snac, tiny_snac_config
-from model.codecs.snac_frames import SnacFrameCodec
-from model.codecs.streaming import StreamChunk, StreamingConfig, StreamingDecoder
 
 SPF = 2048
 EXACT = 1e-5
 
 
-@pytest.fixture(scope="module")
-def codec(tmp_path_factory) -> SnacFrameCodec:
-    folder = save_random_snac(tmp_path_factory.mktemp("snac"), tiny_snac_config())
-    decoder = SnacDecoder.from_pretrained(folder)
-    decoder.noise = False
-    return SnacFrameCodec(decoder)
+def fixed_decoder(codec: FrameCodec, **fields) -> StreamingDecoder:
+    """A decoder with fixed chunking (no wall-clock urgency) and the codec's own values for every
+    field not given."""
+    fields.setdefault("urgent_slack_seconds", 0)
+    return StreamingDecoder(codec, StreamingConfig(**fields).resolve(codec.window_hints))
 
 
 class CountingCodec(FrameCodec):
@@ -121,7 +119,7 @@ BURSTS = {"a": [1], "b": [2, 1, 3], "c": [4, 1]}
 
 @pytest.mark.parametrize("lookahead, tolerance", [(3, EXACT), (2, 5e-3)])
 def test_interleaved_streams_match_offline_decode(codec, lookahead, tolerance):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=lookahead))
+    decoder = fixed_decoder(codec, lookahead_frames=lookahead)
     chunks = stream_all(decoder, STREAMS, BURSTS)
     for sid, frames in STREAMS.items():
         audio = joined(chunks[sid], len(frames))
@@ -131,7 +129,7 @@ def test_interleaved_streams_match_offline_decode(codec, lookahead, tolerance):
 
 
 def test_one_frame_lookahead_error_stays_at_seams(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=1))
+    decoder = fixed_decoder(codec, lookahead_frames=1)
     chunks = stream_all(decoder, STREAMS, BURSTS)
     for sid, frames in STREAMS.items():
         error = np.abs(joined(chunks[sid], len(frames)) - offline(codec, frames))
@@ -143,9 +141,7 @@ def test_one_frame_lookahead_error_stays_at_seams(codec):
 
 
 def test_first_chunk_needs_first_chunk_frames_plus_lookahead(codec):
-    decoder = StreamingDecoder(
-        codec, StreamingConfig(urgent_slack_seconds=None, first_chunk_frames=2, chunk_frames=3, lookahead_frames=1)
-    )
+    decoder = fixed_decoder(codec, first_chunk_frames=2, chunk_frames=3, lookahead_frames=1)
     decoder.open("s")
     ready_after: list[tuple[int, tuple[int, int]]] = []
     for i, frame in enumerate(random_frames(9, 4), start=1):
@@ -157,7 +153,7 @@ def test_first_chunk_needs_first_chunk_frames_plus_lookahead(codec):
 
 
 def test_burst_emits_every_whole_chunk_at_once(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, chunk_frames=2, lookahead_frames=1))
+    decoder = fixed_decoder(codec, chunk_frames=2, lookahead_frames=1)
     decoder.open("s")
     decoder.push("s", random_frames(1 + 1 + 7, 5))
     chunk = decoder.decode_ready()["s"]
@@ -171,11 +167,11 @@ def test_batched_windows_equal_streams_decoded_alone(codec):
     streams = {sid: random_frames(7, seed) for seed, sid in enumerate("xyz")}
     bursts = {sid: [1] for sid in streams}
     counting = CountingCodec(codec)
-    together = stream_all(StreamingDecoder(counting, StreamingConfig(urgent_slack_seconds=None)), streams, bursts)
+    together = stream_all(fixed_decoder(counting), streams, bursts)
     # Equal pushes give equal windows: one decode call per round, holding all three streams.
     assert counting.calls and all(batch == 3 for batch, _ in counting.calls)
     for sid, frames in streams.items():
-        alone = stream_all(StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None)), {sid: frames}, bursts)[sid]
+        alone = stream_all(fixed_decoder(codec), {sid: frames}, bursts)[sid]
         assert len(alone) == len(together[sid])
         for a, b in zip(alone, together[sid]):
             assert (a.frame_start, a.frame_end) == (b.frame_start, b.frame_end)
@@ -184,7 +180,7 @@ def test_batched_windows_equal_streams_decoded_alone(codec):
 
 
 def test_tiny_codec_seams_jump_no_more_than_the_offline_audio(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None))
+    decoder = fixed_decoder(codec)
     chunks = stream_all(decoder, STREAMS, BURSTS)
     for sid, frames in STREAMS.items():
         audio, reference = joined(chunks[sid], len(frames)), offline(codec, frames)
@@ -199,8 +195,8 @@ def test_tiny_codec_seams_jump_no_more_than_the_offline_audio(codec):
 def test_crossfade_removes_the_seam_step(crossfade):
     codec = BoxBlurCodec()
     frames = {"s": torch.rand(20, 3, generator=torch.Generator().manual_seed(0)) * 2 - 1}
-    config = StreamingConfig(urgent_slack_seconds=None, chunk_frames=3, lookahead_frames=1, crossfade_samples=crossfade)
-    chunks = stream_all(StreamingDecoder(codec, config), frames, {"s": [1]})["s"]
+    decoder = fixed_decoder(codec, chunk_frames=3, lookahead_frames=1, crossfade_samples=crossfade)
+    chunks = stream_all(decoder, frames, {"s": [1]})["s"]
     audio = joined(chunks, 20, spf=codec.samples_per_frame)
     jumps = np.abs(np.diff(audio))
     at_seams = np.array([jumps[seam - 1] for seam in seams(chunks, codec.samples_per_frame)])
@@ -212,7 +208,7 @@ def test_crossfade_removes_the_seam_step(crossfade):
 
 
 def test_finish_flushes_the_rest_without_lookahead(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=2))
+    decoder = fixed_decoder(codec, lookahead_frames=2)
     frames = random_frames(4, 7)
     decoder.open("s")
     decoder.push("s", frames)
@@ -230,7 +226,7 @@ def test_finish_flushes_the_rest_without_lookahead(codec):
 
 
 def test_finish_with_nothing_left_gives_an_empty_last_chunk(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, lookahead_frames=0, crossfade_samples=0))
+    decoder = fixed_decoder(codec, lookahead_frames=0, crossfade_samples=0)
     decoder.open("s")
     decoder.push("s", random_frames(2, 8))
     assert decoder.decode_ready()["s"].frame_end == 2
@@ -242,7 +238,7 @@ def test_finish_with_nothing_left_gives_an_empty_last_chunk(codec):
 
 def test_empty_stream_ends_with_one_empty_chunk(codec):
     counting = CountingCodec(codec)
-    decoder = StreamingDecoder(counting, StreamingConfig(urgent_slack_seconds=None))
+    decoder = fixed_decoder(counting)
     decoder.open("s")
     assert decoder.decode_ready() == {}
     decoder.finish("s")
@@ -253,7 +249,7 @@ def test_empty_stream_ends_with_one_empty_chunk(codec):
 
 
 def test_discard_forgets_a_stream(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None))
+    decoder = fixed_decoder(codec)
     decoder.open("gone")
     decoder.open("kept")
     decoder.push("gone", random_frames(3, 9))
@@ -269,7 +265,7 @@ def test_discard_forgets_a_stream(codec):
 
 
 def test_misuse_is_refused(codec):
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None))
+    decoder = fixed_decoder(codec)
     decoder.open("s")
     with pytest.raises(ValueError, match="already open"):
         decoder.open("s")
@@ -278,19 +274,17 @@ def test_misuse_is_refused(codec):
     with pytest.raises(ValueError, match=r"\[0, 1024\)"):
         decoder.push("s", torch.full((1, 7), 4096))
     assert decoder.pending_frames == 0
-    with pytest.raises(ValueError, match="lookahead"):
-        StreamingConfig(urgent_slack_seconds=None, lookahead_frames=0)
-    with pytest.raises(ValueError, match=">= 1"):
-        StreamingConfig(urgent_slack_seconds=None, chunk_frames=0)
     with pytest.raises(ValueError, match="exceeds one frame"):
-        StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=None, crossfade_samples=SPF + 1))
+        fixed_decoder(codec, crossfade_samples=SPF + 1)
+    with pytest.raises(ValueError, match="resolve"):
+        StreamingDecoder(codec, StreamingConfig(chunk_frames=2))
 
 
 def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
     """Chunks wait for chunk_frames while the listener has audio to spare; when the emitted audio
     would run out within urgent_slack_seconds, each ready frame leaves at once."""
     config = StreamingConfig(first_chunk_frames=1, chunk_frames=4, lookahead_frames=1, urgent_slack_seconds=0.05)
-    decoder = StreamingDecoder(codec, config)
+    decoder = StreamingDecoder(codec, config.resolve(codec.window_hints))
     frame_s = SPF / codec.sample_rate  # 85 ms
     decoder.open("s")
     decoder.push("s", random_frames(2, seed=3))
@@ -306,9 +300,7 @@ def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
 
 
 def test_growing_chunks_double_up_to_chunk_frames(codec):
-    config = StreamingConfig(first_chunk_frames=2, chunk_frames=8, grow_chunks=True, lookahead_frames=1,
-                             urgent_slack_seconds=None)
-    decoder = StreamingDecoder(codec, config)
+    decoder = fixed_decoder(codec, first_chunk_frames=2, chunk_frames=8, grow_chunks=True, lookahead_frames=1)
     decoder.open("s")
     spans = []
     for seed in range(40):
@@ -317,8 +309,3 @@ def test_growing_chunks_double_up_to_chunk_frames(codec):
             spans.append((chunk.frame_start, chunk.frame_end))
     # 40 frames with 1 of lookahead: the next chunk (8 more) would need 41.
     assert spans == [(0, 2), (2, 4), (4, 8), (8, 16), (16, 24), (24, 32)]
-
-
-def test_negative_urgent_slack_is_rejected():
-    with pytest.raises(ValueError, match="urgent_slack_seconds"):
-        StreamingConfig(urgent_slack_seconds=-1.0)

@@ -1,4 +1,4 @@
-"""Codec overlap: deferring each step's audio by one step (as the CUDA side stream does) changes
+"""The audio stage: deferring each step's audio by one step (as the CUDA side stream does) changes
 when chunks arrive, never which chunks a stream gets; without a runner nothing is deferred."""
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import pytest
 import torch
 from torch import Tensor
 
-from engine.codec_overlap import CodecOverlap, CudaStreamRunner, codec_runner_for
+from engine.audio.config import StreamingConfig
+from engine.audio.decoder import StreamingDecoder
+from engine.audio.runners import CudaStreamRunner, runner_for
+from engine.audio.stage import AudioStage
 from engine.gpu_config import GpuConfig
 from model.codecs.base import FrameCodec
-from model.codecs.streaming import StreamingConfig, StreamingDecoder
 from model.sampling import SamplingParams
 from tests.engine.conftest import drain
 
@@ -45,22 +47,21 @@ class HostRunner:
         return audio.float().cpu().numpy()
 
 
-def run_rounds(overlap: CodecOverlap, lengths: dict[str, int], rounds: int) -> dict[str, list]:
+def run_rounds(stage: AudioStage, lengths: dict[str, int], rounds: int) -> dict[str, list]:
     """Pushes one frame per round to every stream until its length, finishes it, then steps
     until every stream's last chunk is out; returns (round, frame_start, frame_end, pcm) per stream."""
-    decoder = overlap.decoder
     generator = torch.Generator().manual_seed(0)
     frames = {sid: torch.randn(n, 2, generator=generator) for sid, n in lengths.items()}
     for sid in lengths:
-        decoder.open(sid)
+        stage.open(sid)
     got: dict[str, list] = {sid: [] for sid in lengths}
     for step in range(rounds):
         for sid, n in lengths.items():
             if step < n:
-                decoder.push(sid, frames[sid][step : step + 1])
+                stage.push(sid, frames[sid][step : step + 1])
             elif step == n:
-                decoder.finish(sid)
-        for sid, chunk in overlap.step().items():
+                stage.finish(sid)
+        for sid, chunk in stage.step().items():
             got[sid].append((step, chunk.frame_start, chunk.frame_end, chunk.pcm, chunk.is_last))
     return got
 
@@ -68,13 +69,17 @@ def run_rounds(overlap: CodecOverlap, lengths: dict[str, int], rounds: int) -> d
 LENGTHS = {"a": 3, "b": 11, "c": 17, "d": 1}
 # Fixed chunking (no wall-clock urgency), so the direct and deferred runs cut the same windows.
 CONFIG = StreamingConfig(first_chunk_frames=1, chunk_frames=3, left_context_frames=2,
-                         lookahead_frames=1, crossfade_samples=4, urgent_slack_seconds=None)
+                         lookahead_frames=1, crossfade_samples=4, urgent_slack_seconds=0, grow_chunks=False)
+
+
+def stage(codec: FrameCodec, runner) -> AudioStage:
+    return AudioStage(StreamingDecoder(codec, CONFIG), runner)
 
 
 def test_deferred_audio_is_the_same_chunks_one_step_later():
-    direct = run_rounds(CodecOverlap(StreamingDecoder(NeighbourCodec(), CONFIG), None), LENGTHS, 25)
+    direct = run_rounds(stage(NeighbourCodec(), None), LENGTHS, 25)
     runner = HostRunner()
-    deferred = run_rounds(CodecOverlap(StreamingDecoder(NeighbourCodec(), CONFIG), runner), LENGTHS, 25)
+    deferred = run_rounds(stage(NeighbourCodec(), runner), LENGTHS, 25)
     assert runner.decodes > 0
     for sid in LENGTHS:
         assert len(direct[sid]) == len(deferred[sid]) >= min(LENGTHS[sid], 2)
@@ -87,17 +92,16 @@ def test_deferred_audio_is_the_same_chunks_one_step_later():
 
 
 def test_stream_reopened_while_its_audio_is_in_flight_gets_none_of_it():
-    decoder = StreamingDecoder(NeighbourCodec(), CONFIG)
-    overlap = CodecOverlap(decoder, HostRunner())
-    decoder.open("s")
-    decoder.push("s", torch.ones(2, 2))
-    assert overlap.step() == {}  # the first window is launched, not yet collected
-    decoder.discard("s")
-    decoder.open("s")
-    assert overlap.step() == {}
-    decoder.push("s", torch.full((2, 2), 3.0))
-    overlap.step()
-    chunk = overlap.step()["s"]
+    audio = stage(NeighbourCodec(), HostRunner())
+    audio.open("s")
+    audio.push("s", torch.ones(2, 2))
+    assert audio.step() == {}  # the first window is launched, not yet collected
+    audio.discard("s")
+    audio.open("s")
+    assert audio.step() == {}
+    audio.push("s", torch.full((2, 2), 3.0))
+    audio.step()
+    chunk = audio.step()["s"]
     assert (chunk.frame_start, chunk.frame_end) == (0, 1)
     np.testing.assert_allclose(chunk.pcm[:4], 6.0)
 
@@ -113,21 +117,21 @@ class PickyCodec(NeighbourCodec):
 
 @pytest.mark.parametrize("runner", [None, HostRunner()])
 def test_a_window_that_fails_to_decode_closes_only_its_stream(runner):
-    decoder = StreamingDecoder(PickyCodec(), CONFIG)
-    overlap = CodecOverlap(decoder, runner)
+    audio = stage(PickyCodec(), runner)
     for sid, value in (("good", 1.0), ("bad", 1000.0)):
-        decoder.open(sid)
-        decoder.push(sid, torch.full((2, 2), value))
-    ready = {**overlap.step(), **overlap.step()}
+        audio.open(sid)
+        audio.push(sid, torch.full((2, 2), value))
+    ready = {**audio.step(), **audio.step()}
     assert list(ready) == ["good"] and (ready["good"].frame_start, ready["good"].frame_end) == (0, 1)
-    failures = decoder.take_failures()
+    failures = audio.take_failures()
     assert list(failures) == ["bad"] and isinstance(failures["bad"], ValueError)
-    assert decoder.num_streams == 1
+    assert audio.decoder.num_streams == 1
 
 
 def test_cpu_and_disabled_overlap_decode_within_the_step():
-    assert codec_runner_for(torch.device("cpu"), GpuConfig()) is None
-    assert codec_runner_for(torch.device("cuda"), GpuConfig(overlap_codec=False)) is None
+    assert runner_for(NeighbourCodec(), CONFIG, GpuConfig(), torch.device("cpu"), max_num_seqs=4) is None
+    off = GpuConfig(overlap_codec=False)
+    assert runner_for(NeighbourCodec(), CONFIG, off, torch.device("cuda"), max_num_seqs=4) is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -136,9 +140,8 @@ def test_cuda_side_stream_gives_the_same_chunks_as_the_host():
         def decode(self, frames: Tensor) -> Tensor:
             return super().decode(frames.cuda()).to(frames.device)
 
-    host = run_rounds(CodecOverlap(StreamingDecoder(NeighbourCodec(), CONFIG), HostRunner()), LENGTHS, 25)
-    runner = CudaStreamRunner(torch.device("cuda"))
-    cuda = run_rounds(CodecOverlap(StreamingDecoder(CudaNeighbourCodec(), CONFIG), runner), LENGTHS, 25)
+    host = run_rounds(stage(NeighbourCodec(), HostRunner()), LENGTHS, 25)
+    cuda = run_rounds(stage(CudaNeighbourCodec(), CudaStreamRunner(torch.device("cuda"))), LENGTHS, 25)
     for sid in LENGTHS:
         assert [c[:3] for c in host[sid]] == [c[:3] for c in cuda[sid]]
         for a, b in zip(host[sid], cuda[sid]):
@@ -149,7 +152,7 @@ def test_engine_with_deferred_codec_emits_the_same_audio(make_core, tiny_fronten
     def run(deferred: bool, abort: str | None = None) -> dict[str, list]:
         core = make_core(num_blocks=64, max_num_seqs=4)
         if deferred:
-            core.codec_overlap = CodecOverlap(core.codec, HostRunner())
+            core.audio = AudioStage(core.audio.decoder, HostRunner())
         for i in range(3):
             params = SamplingParams(temperature=0.8, top_p=0.95, seed=i, max_tokens=7 * (2 + i))
             core.add_request(f"r{i}", tiny_frontend.prepare(f"voice {i}", "tara"), params)

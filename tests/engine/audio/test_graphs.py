@@ -1,4 +1,4 @@
-"""Codec window graphs (engine/codec_graphs.py) on the CPU: the same buffers and dispatch as on
+"""Codec window graphs (engine/audio/graphs.py) on the CPU: the same buffers and dispatch as on
 CUDA, with every "replay" run eagerly (WindowGraphs(eager_replay=True)) through the tiny SNAC."""
 from __future__ import annotations
 
@@ -7,22 +7,14 @@ import pytest
 import torch
 from torch import Tensor
 
-from engine.codec_graphs import WindowGraphs, steady_window_lengths
-from model.codecs.base import FrameCodec
-from model.codecs.snac import SnacDecoder, save_random_snac, tiny_snac_config
-from model.codecs.snac_frames import SnacFrameCodec
-from model.codecs.streaming import StreamingConfig, StreamingDecoder
-from model.families.joe.codec import JOE_STREAMING
+from engine.audio.config import StreamingConfig
+from engine.audio.decoder import StreamingDecoder
+from engine.audio.graphs import WindowGraphs, steady_window_lengths
+from model.codecs.base import FrameCodec, WindowHints
+from model.families.joe.codec import JoeFrameCodec
 
-CONFIG = StreamingConfig(urgent_slack_seconds=None, first_chunk_frames=1, chunk_frames=4,
+CONFIG = StreamingConfig(urgent_slack_seconds=0, first_chunk_frames=1, chunk_frames=4, grow_chunks=False,
                          left_context_frames=3, lookahead_frames=2, crossfade_samples=0)
-
-
-@pytest.fixture(scope="module")
-def codec(tmp_path_factory) -> SnacFrameCodec:
-    decoder = SnacDecoder.from_pretrained(save_random_snac(tmp_path_factory.mktemp("snac"), tiny_snac_config()))
-    decoder.noise = False
-    return SnacFrameCodec(decoder)
 
 
 def frames(batch: int, n: int, seed: int) -> Tensor:
@@ -31,11 +23,10 @@ def frames(batch: int, n: int, seed: int) -> Tensor:
 
 def test_steady_lengths_cover_the_first_and_the_full_context_chunks():
     assert steady_window_lengths(CONFIG) == [1 + 2, 3 + 4 + 2]
-    urgent = StreamingConfig(urgent_slack_seconds=0.5, first_chunk_frames=1, chunk_frames=4,
-                             left_context_frames=3, lookahead_frames=2)
-    assert steady_window_lengths(urgent) == [3, 3 + 1 + 2, 3 + 4 + 2]
+    # SNAC's own: urgent single frames too.
+    assert steady_window_lengths(StreamingConfig().resolve(WindowHints())) == [3, 3 + 1 + 2, 3 + 4 + 2]
     # joe: 8, 8, 16, 32, 64, 128-frame chunks with 10 frames of context each side.
-    assert steady_window_lengths(JOE_STREAMING) == [18, 28, 36, 52, 84, 148]
+    assert steady_window_lengths(StreamingConfig().resolve(JoeFrameCodec.window_hints)) == [18, 28, 36, 52, 84, 148]
 
 
 @pytest.mark.parametrize("batch", [1, 3, 4])

@@ -1,0 +1,65 @@
+"""The audio stage's one configuration: how streams are cut into decode windows."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from model.codecs.base import WindowHints
+
+
+@dataclass(slots=True)
+class StreamingConfig:
+    """How streams are cut into windows; every count is in frames except the crossfade. A field
+    left None means "the codec's own value": `resolve(codec.window_hints)` fills it in.
+
+    Invariant: every field that is set is valid, and so is every set pair of fields that
+    constrain each other; a resolved config (no None left) is valid as a whole.
+    """
+
+    # The first audio is emitted as soon as this many frames (+ lookahead) exist.
+    first_chunk_frames: int | None = None
+    # Later chunks: decode once this many new frames are ready (or a multiple of it), while
+    # the stream's listener has audio to spare (see urgent_slack_seconds).
+    chunk_frames: int | None = None
+    # A listener is assumed to play from the stream's first chunk. When the audio already
+    # emitted would run out within this many seconds (but has not yet), the next chunk leaves as
+    # soon as one frame is ready instead of waiting for chunk_frames: small chunks cost more
+    # decoding per frame (their windows carry the same context), so they are spent only where a
+    # stream would otherwise stall. 0 disables this (fixed chunking).
+    urgent_slack_seconds: float | None = None
+    # When set, chunks after the first grow: each is as long as all the audio emitted before it
+    # (8, 8, 16, 32, ... frames), up to chunk_frames. While generation runs faster than real
+    # time the listener then always holds more audio than the next chunk takes to make, so a
+    # codec with costly windows can use long chunks without a stall after the first one.
+    grow_chunks: bool | None = None
+    # Frames before the emitted span included in the window (the codec is not causal).
+    left_context_frames: int | None = None
+    # Frames after the emitted span included in the window.
+    lookahead_frames: int | None = None
+    # Samples decoded past the emitted end and blended into the next chunk's start.
+    crossfade_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("first_chunk_frames", "chunk_frames"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        for name in ("left_context_frames", "lookahead_frames", "crossfade_samples"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if self.urgent_slack_seconds is not None and self.urgent_slack_seconds < 0:
+            raise ValueError(f"urgent_slack_seconds must be >= 0 (0: never urgent), got {self.urgent_slack_seconds}")
+        if self.crossfade_samples and self.lookahead_frames == 0:
+            raise ValueError("a crossfade needs lookahead_frames >= 1 to decode past the chunk end")
+
+    @property
+    def is_resolved(self) -> bool:
+        return all(getattr(self, field.name) is not None for field in fields(self))
+
+    def resolve(self, hints: WindowHints) -> StreamingConfig:
+        """This config with every None field taken from the codec's `hints`: fully concrete, and
+        validated as a whole."""
+        values = {field.name: getattr(self, field.name) for field in fields(self)}
+        return StreamingConfig(**{
+            name: getattr(hints, name) if value is None else value for name, value in values.items()
+        })

@@ -1,0 +1,62 @@
+"""StreamingConfig: None fields take the codec's window hints, given fields win, and a config
+that could not stream is refused when it is made or resolved."""
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+import pytest
+
+from engine.audio.config import StreamingConfig
+from model.codecs.base import FrameCodec, WindowHints
+from model.families.joe.codec import JoeFrameCodec
+
+HINTS = WindowHints(first_chunk_frames=8, chunk_frames=128, urgent_slack_seconds=0, grow_chunks=True,
+                    left_context_frames=10, lookahead_frames=10, crossfade_samples=0)
+
+
+def test_every_field_left_to_the_codec_takes_its_hint():
+    resolved = StreamingConfig().resolve(HINTS)
+    assert resolved.is_resolved and not StreamingConfig().is_resolved
+    assert asdict(resolved) == {field.name: getattr(HINTS, field.name) for field in fields(WindowHints)}
+
+
+def test_given_fields_win_over_the_hints():
+    resolved = StreamingConfig(chunk_frames=16, urgent_slack_seconds=0.25, grow_chunks=False).resolve(HINTS)
+    assert (resolved.chunk_frames, resolved.urgent_slack_seconds, resolved.grow_chunks) == (16, 0.25, False)
+    assert (resolved.first_chunk_frames, resolved.left_context_frames, resolved.lookahead_frames) == (8, 10, 10)
+    # Zero and False are values, not "unset".
+    assert StreamingConfig(lookahead_frames=0, crossfade_samples=0).resolve(WindowHints()).lookahead_frames == 0
+
+
+def test_resolving_a_resolved_config_changes_nothing():
+    resolved = StreamingConfig(chunk_frames=6).resolve(WindowHints())
+    assert resolved.resolve(HINTS) == resolved
+
+
+def test_the_codecs_own_hints():
+    # The defaults were tuned for SNAC; joe's codec streams long growing chunks with wide context.
+    assert StreamingConfig().resolve(FrameCodec.window_hints) == StreamingConfig(
+        first_chunk_frames=1, chunk_frames=4, urgent_slack_seconds=0.5, grow_chunks=False,
+        left_context_frames=3, lookahead_frames=2, crossfade_samples=256)
+    assert JoeFrameCodec.window_hints == HINTS
+
+
+@pytest.mark.parametrize("given, message", [
+    (dict(first_chunk_frames=0), "first_chunk_frames must be >= 1"),
+    (dict(chunk_frames=0), "chunk_frames must be >= 1"),
+    (dict(left_context_frames=-1), "left_context_frames must be >= 0"),
+    (dict(lookahead_frames=-1), "lookahead_frames must be >= 0"),
+    (dict(crossfade_samples=-1), "crossfade_samples must be >= 0"),
+    (dict(urgent_slack_seconds=-1.0), "urgent_slack_seconds must be >= 0"),
+    (dict(lookahead_frames=0, crossfade_samples=64), "a crossfade needs lookahead_frames"),
+])
+def test_invalid_fields_are_refused_when_given(given, message):
+    with pytest.raises(ValueError, match=message):
+        StreamingConfig(**given)
+
+
+def test_a_field_that_clashes_with_a_hint_is_refused_when_resolved():
+    config = StreamingConfig(lookahead_frames=0)  # valid alone: the crossfade is the codec's
+    with pytest.raises(ValueError, match="a crossfade needs lookahead_frames"):
+        config.resolve(WindowHints(crossfade_samples=256))
+    assert config.resolve(HINTS).lookahead_frames == 0  # joe's codec needs no crossfade
