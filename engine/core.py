@@ -83,6 +83,7 @@ class EngineCore:
         seq = Sequence(
             request_id=request_id,
             num_prompt_tokens=prompt_len,
+            max_output_tokens=min(stream.max_outputs, max_len - prompt_len),
             priority=priority,
             prompt_block_hashes=self._prompt_block_hashes(prompt),
         )
@@ -90,8 +91,7 @@ class EngineCore:
             self.scheduler.add(seq)
         except QueueFullError as exc:
             raise RequestRejected(str(exc), "queue_full") from exc
-        max_outputs = min(stream.max_outputs, max_len - prompt_len)
-        self.requests[request_id] = Request(request_id, seq, stream, max_outputs)
+        self.requests[request_id] = Request(request_id, seq, stream)
         self.codec.open(request_id)
 
     def abort_request(self, request_id: str) -> None:
@@ -115,7 +115,6 @@ class EngineCore:
         sched = self.scheduler.schedule()
         streams = {c.seq.request_id: self.requests[c.seq.request_id].stream for c in sched.chunks}
         result = self.runner.execute(sched.chunks, streams)
-        self.scheduler.update_after_step(sched)
         now = time.monotonic()
         for chunk in sched.chunks:
             request = self.requests[chunk.seq.request_id]
@@ -125,30 +124,29 @@ class EngineCore:
             )
         for request_id, exc in result.failures.items():
             self._fail(request_id, exc)
-        for request_id, output in result.outputs.items():
-            self._accept(self.requests[request_id], output)
+        stopped = {rid for rid, output in result.outputs.items() if self._accept(self.requests[rid], output)}
+        for request_id, reason in self.scheduler.update_from_output(sched, stopped).items():
+            self._finish(self.requests[request_id], reason)
         emitted = self._emit_audio()
         self._update_stats(time.perf_counter() - started, result.forward_seconds)
         return emitted
 
-    def _accept(self, request: Request, output) -> None:
+    def _accept(self, request: Request, output) -> bool:
+        """Hands one output to the family and its frames to the codec; True when the family ended
+        the stream. A failure ends the request instead (the scheduler then skips it)."""
         try:
             update = self.family.accept(request.stream, output)
-            Scheduler.append_output(request.seq)
             self.stats.tokens_generated += 1
             if update.frames is not None:
                 self.codec.push(request.request_id, update.frames)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not end the step
             self._fail(request.request_id, exc)
-            return
-        if update.finished:
-            self._finish(request, "stop")
-        elif request.seq.num_output_tokens >= request.max_outputs:
-            self._finish(request, "length")
+            return False
+        return update.finished
 
     def _finish(self, request: Request, reason: str) -> None:
+        """The scheduler has ended the request's sequence: its audio is flushed, then it ends."""
         request.finish_reason = reason
-        self.scheduler.finish(request.request_id)
         self.codec.finish(request.request_id)
 
     def _fail(self, request_id: str, exc: Exception) -> None:

@@ -43,13 +43,13 @@ class FrameUpdate:
 
 
 class StreamState:
-    """Per-request state a family keeps between steps. Invariant: `num_outputs` equals the number
-    of outputs accepted, and positions [0, prompt_len + num_outputs) have defined inputs."""
+    """Per-request state a family keeps between steps. Invariant: after n accepted outputs,
+    positions [0, prompt_len + n) have defined inputs. The engine's scheduler counts the outputs;
+    a family keeps what it needs of the outputs themselves."""
 
     def __init__(self, prompt: SpeechPrompt, params: SamplingParams) -> None:
         self.prompt = prompt
         self.params = params
-        self.num_outputs = 0
         self.num_frames = 0
 
     @property

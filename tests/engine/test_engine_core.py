@@ -80,7 +80,7 @@ def test_exception_inside_one_request_ends_only_that_request(make_core, tiny_fro
     bad_stream = core.requests["r2"].stream
 
     def flaky_accept(stream, output):
-        if stream is bad_stream and stream.num_outputs == 5:
+        if stream is bad_stream and len(stream.token_ids) - stream.prompt_len == 5:
             raise RuntimeError("boom")
         return real_accept(stream, output)
 

@@ -128,8 +128,7 @@ class JoeFamily(SpeechFamily):
 
     def accept(self, stream: JoeStream, output: Tensor) -> FrameUpdate:
         stream.outputs.append(output)
-        stream.num_outputs += 1
         remaining = stream.prompt.num_frames - stream.num_frames
         frames = self.student.denormalize(output[None])[:remaining]
         stream.num_frames += frames.shape[0]
-        return FrameUpdate(frames=frames, finished=stream.num_outputs >= stream.num_steps)
+        return FrameUpdate(frames=frames, finished=len(stream.outputs) >= stream.num_steps)

@@ -15,7 +15,7 @@ from model.sampling import Sampler, SamplingParams, SamplingState
 
 class OrpheusStream(StreamState):
     """Token ids of prompt + outputs (the inputs of every position), the sampler's per-request
-    state and the frame assembler. Invariant: len(token_ids) == prompt_len + num_outputs."""
+    state and the frame assembler. Invariant: len(token_ids) == prompt_len + outputs accepted."""
 
     def __init__(
         self, prompt: SpeechPrompt, params: SamplingParams, layout: OrpheusTokenLayout, device: torch.device
@@ -92,7 +92,6 @@ class OrpheusFamily(SpeechFamily):
     def accept(self, stream: OrpheusStream, output: int) -> FrameUpdate:
         stream.token_ids.append(output)
         stream.sampling.append(output)
-        stream.num_outputs += 1
         if output in self._stop_ids:
             return FrameUpdate(finished=True)
         frame = stream.frames.push(output)
