@@ -12,7 +12,7 @@ from engine.cuda_graphs import attach_decode_graphs
 from engine.errors import RequestRejected
 from engine.kv_setup import build_kv_cache
 from engine.model_runner import ModelRunner
-from engine.outputs import AudioChunk, EngineStats
+from engine.outputs import AudioChunk, EngineLimits, EngineStats
 from engine.request import Request
 from memory.block_hash import hash_full_blocks
 from model.codecs.streaming import StreamingDecoder
@@ -57,6 +57,10 @@ class EngineCore:
         self.requests: dict[str, Request] = {}
         self._aborted: list[str] = []  # aborted since the last step; each gets one final chunk
         self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
+        self.limits = EngineLimits(
+            context_tokens=min(self.family.max_model_len, self.kv_manager.num_blocks * config.cache.block_size),
+            outputs_per_second=self.family.outputs_per_second,
+        )
 
     # ---- request lifecycle -----------------------------------------------------------------
 
@@ -69,7 +73,7 @@ class EngineCore:
         prompt_len = len(prompt.token_ids)
         if prompt_len == 0:
             raise RequestRejected("the prompt is empty", "invalid_prompt")
-        max_len = min(self.family.max_model_len, self.kv_manager.num_blocks * self.config.cache.block_size)
+        max_len = self.limits.context_tokens
         if prompt_len >= max_len:
             raise RequestRejected(
                 f"the prompt is {prompt_len} tokens; this model accepts at most {max_len - 1} "

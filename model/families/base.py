@@ -94,6 +94,11 @@ class SpeechFamily(ABC):
     def max_model_len(self) -> int: ...
 
     @property
+    def outputs_per_second(self) -> float:
+        """Outputs per second of audio: by default each output is one codec frame."""
+        return self.codec.sample_rate / self.codec.samples_per_frame
+
+    @property
     def default_streaming(self) -> StreamingConfig:
         """How the codec's windows are cut unless the engine config says otherwise."""
         return StreamingConfig()
@@ -138,8 +143,6 @@ class PromptFrontend(ABC):
     # (1, 1) for a model without rate control. The API asks the model for the nearest speed in
     # range and time-stretches the rest.
     speed_range: tuple[float, float] = (1.0, 1.0)
-    # The model's context (prompt + outputs) when the front end knows it without the weights.
-    max_model_len: int | None = None
 
     def model_speed(self, speed: float) -> float:
         low, high = self.speed_range

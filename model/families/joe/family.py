@@ -73,6 +73,10 @@ class JoeFamily(SpeechFamily):
         return self._max_model_len
 
     @property
+    def outputs_per_second(self) -> float:
+        return super().outputs_per_second / self.student.config.frames_per_step
+
+    @property
     def default_streaming(self) -> StreamingConfig:
         return JOE_STREAMING
 

@@ -9,7 +9,7 @@ from model.codecs.base import FrameCodec
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
 from model.families.orpheus.frames import FrameAssembler
 from model.families.orpheus.graph_emit import OrpheusGraphEmitter
-from model.families.orpheus.layout import OrpheusTokenLayout
+from model.families.orpheus.layout import FRAME_TOKENS, OrpheusTokenLayout
 from model.sampling import Sampler, SamplingParams, SamplingState
 
 
@@ -61,6 +61,10 @@ class OrpheusFamily(SpeechFamily):
     @property
     def max_model_len(self) -> int:
         return self._max_model_len
+
+    @property
+    def outputs_per_second(self) -> float:
+        return FRAME_TOKENS * super().outputs_per_second
 
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> OrpheusStream:
         return OrpheusStream(prompt, params, self.layout, self._device)
