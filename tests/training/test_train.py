@@ -11,6 +11,7 @@ import torch
 from training.joe.dataset import bucketed_batches, make_batch
 from training.joe.shards import Utterance, shard_path, write_shard
 from model.families.joe.student import JoeStudent, StudentConfig
+from model.registry import family_name
 from training.joe.train import TrainConfig, Trainer, validation_loss
 
 SMALL = StudentConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
@@ -75,6 +76,7 @@ def test_training_lowers_the_loss_and_exports_a_servable_folder(data, tmp_path):
     assert manifest["steps_done"] == 200 and len(manifest["sha256"]) == 64
     loaded = JoeStudent.load(tmp_path / "export")
     assert loaded.config == SMALL
+    assert family_name(tmp_path / "export") == "joe"  # the server finds the family it wrote
     on_disk = json.loads((tmp_path / "export" / "manifest.json").read_text())
     assert on_disk["parameters"] == sum(p.numel() for p in loaded.parameters())
 
