@@ -15,7 +15,7 @@ from api.body_limit import BodySizeLimitMiddleware
 from api.catalog import Catalog
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
-from api.settings import ApiSettings, context_length
+from api.settings import ApiSettings
 from engine.client import EngineClient
 from engine.config import EngineConfig
 
@@ -30,10 +30,10 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         client = EngineClient(config)
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
-        # Long inputs are split to fit this: the model's own limit when its front end knows it.
-        app.state.context_tokens = context_length(config, client.frontend.max_model_len)
         app.state.metrics = ApiMetrics(lambda: client.stats)
         await client.start()
+        # Token budgets and the splitting of long inputs follow the limits the engine enforces.
+        app.state.limits = client.limits
         try:
             yield
         finally:

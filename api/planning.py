@@ -6,6 +6,7 @@ import functools
 from api.settings import ApiSettings
 from api.synthesis import Segment
 from api.text_split import split_text
+from engine.outputs import EngineLimits
 from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 
@@ -15,7 +16,7 @@ def plan_segments(
     voice: str,
     frontend: PromptFrontend,
     settings: ApiSettings,
-    context_tokens: int,
+    limits: EngineLimits,
     seed: int | None = None,
     speed: float = 1.0,
 ) -> list[Segment]:
@@ -25,7 +26,7 @@ def plan_segments(
     base: SamplingParams = frontend.default_sampling()
 
     def output_budget(piece: str) -> int:
-        return min(base.max_tokens, settings.max_tokens_for(piece))
+        return min(base.max_tokens, settings.max_tokens_for(piece, limits.outputs_per_second))
 
     @functools.cache  # fits and the filter below ask about the same pieces
     def prepared(piece: str) -> SpeechPrompt | None:
@@ -42,7 +43,7 @@ def plan_segments(
         if prompt is None:
             return True  # nothing to speak (a lone "..."): it takes no room, and is dropped below
         outputs = frontend.expected_outputs(prompt)
-        return len(prompt.token_ids) + (output_budget(piece) if outputs is None else outputs) <= context_tokens
+        return len(prompt.token_ids) + (output_budget(piece) if outputs is None else outputs) <= limits.context_tokens
 
     stripped = text.strip()
     pieces = [stripped] if fits(stripped) else split_text(text, fits)

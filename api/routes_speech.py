@@ -72,7 +72,7 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
     model_speed = engine.frontend.model_speed(body.speed)
     try:
         segments = await asyncio.to_thread(plan_segments, body.input, voice, engine.frontend, state.settings,
-                                           state.context_tokens, body.seed, model_speed)
+                                           state.limits, body.seed, model_speed)
     except ValueError as exc:
         # Besides an unknown voice: the front end found nothing it can speak (only punctuation).
         error = _as_api_error(exc, state.settings.retry_after_seconds)

@@ -4,16 +4,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.config import EngineConfig
-from model.loader import DEFAULT_MAX_MODEL_LEN
-
 
 @dataclass(slots=True)
 class ApiSettings:
     """Limits of the HTTP surface; every field is valid once constructed.
 
     A request's token budget is derived from its text so that a short input cannot run for
-    minutes: `(min_audio_seconds + characters * audio_seconds_per_char) * output_tokens_per_second`.
+    minutes: `(min_audio_seconds + characters * audio_seconds_per_char) * outputs_per_second`, the
+    rate the engine reports for its model (EngineLimits).
     Conversational English runs near 0.07 s per character; 0.25 leaves room for slow voices.
     """
 
@@ -22,8 +20,6 @@ class ApiSettings:
     default_sample_rate: int = 24000
     audio_seconds_per_char: float = 0.25
     min_audio_seconds: float = 2.0
-    # Orpheus emits 7 tokens per 2048-sample SNAC frame at 24 kHz: 82 tokens per second of audio.
-    output_tokens_per_second: float = 82.0
     # Seconds a client is told to wait (Retry-After) when the engine's queue is full.
     retry_after_seconds: int = 1
 
@@ -36,24 +32,9 @@ class ApiSettings:
             raise ValueError(f"default_sample_rate must be in [8000, 48000], got {self.default_sample_rate}")
         if not self.audio_seconds_per_char > 0 or not self.min_audio_seconds >= 0:
             raise ValueError("audio_seconds_per_char must be > 0 and min_audio_seconds >= 0")
-        if not self.output_tokens_per_second > 0:
-            raise ValueError(f"output_tokens_per_second must be > 0, got {self.output_tokens_per_second}")
         if self.retry_after_seconds < 1:
             raise ValueError(f"retry_after_seconds must be >= 1, got {self.retry_after_seconds}")
 
-    def max_tokens_for(self, text: str) -> int:
+    def max_tokens_for(self, text: str, outputs_per_second: float) -> int:
         seconds = self.min_audio_seconds + len(text) * self.audio_seconds_per_char
-        return max(1, math.ceil(seconds * self.output_tokens_per_second))
-
-
-def context_length(config: EngineConfig, model_limit: int | None = None) -> int:
-    """The most tokens (prompt + output) one request can hold, as the engine will enforce it;
-    `model_limit` is the model's own context when its front end knows it (the joe student's).
-    NOTE: an Orpheus checkpoint whose max_position_embeddings is below the default is capped
-    lower by the engine; such a request is then refused with context_length_exceeded (HTTP 400)."""
-    length = config.model.max_model_len or DEFAULT_MAX_MODEL_LEN
-    if model_limit is not None:
-        length = min(length, model_limit)
-    if config.cache.num_blocks is not None:
-        length = min(length, config.cache.num_blocks * config.cache.block_size)
-    return length
+        return max(1, math.ceil(seconds * outputs_per_second))

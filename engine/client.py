@@ -14,7 +14,7 @@ from engine.core import EngineCore
 from engine.core_loop import CORE_THREAD_NAME, core_process_main, queue_receiver, run_core_guarded
 from engine.errors import EngineDeadError, RequestRejected
 from engine.messages import AbortRequest, AddRequest, CoreFailed, CoreReady, Rejected, Shutdown, StatsUpdate
-from engine.outputs import AudioChunk, EngineStats
+from engine.outputs import AudioChunk, EngineLimits, EngineStats
 from model.families.base import PromptFrontend, SpeechPrompt
 from model.loader import load_frontend
 from model.sampling import SamplingParams
@@ -33,6 +33,8 @@ class EngineClient:
         self.frontend: PromptFrontend = load_frontend(config.model)
         self.sample_rate = self.frontend.sample_rate
         self.stats = EngineStats()
+        # The core's limits, from its ready message: known once `start` has returned.
+        self.limits: EngineLimits | None = None
         self._queues: dict[str, asyncio.Queue] = {}
         self._dead: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -150,6 +152,7 @@ class EngineClient:
                 if queue is not None:
                     queue.put_nowait(RequestRejected(message.message, message.code))
             elif isinstance(message, CoreReady):
+                self.limits = message.limits
                 self.stats = message.stats
                 self._ready.set()
             elif isinstance(message, CoreFailed):

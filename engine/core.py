@@ -12,7 +12,7 @@ from engine.cuda_graphs import attach_decode_graphs
 from engine.errors import RequestRejected
 from engine.kv_setup import build_kv_cache
 from engine.model_runner import ModelRunner
-from engine.outputs import AudioChunk, EngineStats
+from engine.outputs import AudioChunk, EngineLimits, EngineStats
 from engine.request import Request
 from memory.block_hash import hash_full_blocks
 from model.families.base import SpeechFamily, SpeechPrompt
@@ -56,6 +56,10 @@ class EngineCore:
         self.requests: dict[str, Request] = {}
         self._aborted: list[str] = []  # aborted since the last step; each gets one final chunk
         self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
+        self.limits = EngineLimits(
+            context_tokens=min(self.family.max_model_len, self.kv_manager.num_blocks * config.cache.block_size),
+            outputs_per_second=self.family.outputs_per_second,
+        )
 
     # ---- request lifecycle -----------------------------------------------------------------
 
@@ -68,7 +72,7 @@ class EngineCore:
         prompt_len = len(prompt.token_ids)
         if prompt_len == 0:
             raise RequestRejected("the prompt is empty", "invalid_prompt")
-        max_len = min(self.family.max_model_len, self.kv_manager.num_blocks * self.config.cache.block_size)
+        max_len = self.limits.context_tokens
         if prompt_len >= max_len:
             raise RequestRejected(
                 f"the prompt is {prompt_len} tokens; this model accepts at most {max_len - 1} "
@@ -82,6 +86,7 @@ class EngineCore:
         seq = Sequence(
             request_id=request_id,
             num_prompt_tokens=prompt_len,
+            max_output_tokens=min(stream.max_outputs, max_len - prompt_len),
             priority=priority,
             prompt_block_hashes=self._prompt_block_hashes(prompt),
         )
@@ -89,8 +94,7 @@ class EngineCore:
             self.scheduler.add(seq)
         except QueueFullError as exc:
             raise RequestRejected(str(exc), "queue_full") from exc
-        max_outputs = min(stream.max_outputs, max_len - prompt_len)
-        self.requests[request_id] = Request(request_id, seq, stream, max_outputs)
+        self.requests[request_id] = Request(request_id, seq, stream)
         self.audio.open(request_id)
 
     def abort_request(self, request_id: str) -> None:
@@ -114,7 +118,6 @@ class EngineCore:
         sched = self.scheduler.schedule()
         streams = {c.seq.request_id: self.requests[c.seq.request_id].stream for c in sched.chunks}
         result = self.runner.execute(sched.chunks, streams)
-        self.scheduler.update_after_step(sched)
         now = time.monotonic()
         for chunk in sched.chunks:
             request = self.requests[chunk.seq.request_id]
@@ -124,30 +127,29 @@ class EngineCore:
             )
         for request_id, exc in result.failures.items():
             self._fail(request_id, exc)
-        for request_id, output in result.outputs.items():
-            self._accept(self.requests[request_id], output)
+        stopped = {rid for rid, output in result.outputs.items() if self._accept(self.requests[rid], output)}
+        for request_id, reason in self.scheduler.update_from_output(sched, stopped).items():
+            self._finish(self.requests[request_id], reason)
         emitted = self._emit_audio()
         self._update_stats(time.perf_counter() - started, result.forward_seconds)
         return emitted
 
-    def _accept(self, request: Request, output) -> None:
+    def _accept(self, request: Request, output) -> bool:
+        """Hands one output to the family and its frames to the codec; True when the family ended
+        the stream. A failure ends the request instead (the scheduler then skips it)."""
         try:
             update = self.family.accept(request.stream, output)
-            Scheduler.append_output(request.seq)
             self.stats.tokens_generated += 1
             if update.frames is not None:
                 self.audio.push(request.request_id, update.frames)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not end the step
             self._fail(request.request_id, exc)
-            return
-        if update.finished:
-            self._finish(request, "stop")
-        elif request.seq.num_output_tokens >= request.max_outputs:
-            self._finish(request, "length")
+            return False
+        return update.finished
 
     def _finish(self, request: Request, reason: str) -> None:
+        """The scheduler has ended the request's sequence: its audio is flushed, then it ends."""
         request.finish_reason = reason
-        self.scheduler.finish(request.request_id)
         self.audio.finish(request.request_id)
 
     def _fail(self, request_id: str, exc: Exception) -> None:

@@ -41,7 +41,7 @@ class CoreLoop:
         self._last_stats = 0.0
 
     def run(self) -> None:
-        self.send([CoreReady(self.core.sample_rate, self.core.stats)])
+        self.send([CoreReady(self.core.sample_rate, self.core.limits, self.core.stats)])
         while True:
             commands = self.receive(0.0 if self.core.has_work else STATS_INTERVAL_S)
             replies: list = []

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.outputs import EngineStats
+from engine.outputs import EngineLimits, EngineStats
 from model.families.base import SpeechPrompt
 from model.sampling import SamplingParams
 
@@ -43,6 +43,7 @@ class StatsUpdate:
 @dataclass(slots=True)
 class CoreReady:
     sample_rate: int
+    limits: EngineLimits
     stats: EngineStats
 
 

@@ -40,6 +40,23 @@ class AudioChunk:
 
 
 @dataclass(slots=True)
+class EngineLimits:
+    """What one request may use, as the engine core enforces it; computed once by the core and
+    sent in its ready message. Invariant: both limits are positive."""
+
+    # Prompt + outputs of one request: a prompt of at most context_tokens - 1 tokens is admitted.
+    context_tokens: int
+    # Outputs per second of audio, a property of the family (Orpheus: 7 tokens per SNAC frame).
+    outputs_per_second: float
+
+    def __post_init__(self) -> None:
+        if self.context_tokens < 1:
+            raise ValueError(f"context_tokens must be >= 1, got {self.context_tokens}")
+        if not self.outputs_per_second > 0:
+            raise ValueError(f"outputs_per_second must be > 0, got {self.outputs_per_second}")
+
+
+@dataclass(slots=True)
 class EngineStats:
     """A snapshot for health checks and Prometheus."""
 

@@ -13,14 +13,14 @@ from scheduler.sequence import Sequence
 class Request:
     """Ties the scheduler's `Sequence` to the family's `StreamState` under one id.
 
-    Invariant: `seq.num_output_tokens == stream.num_outputs` after every step; `finish_reason` is
-    set once, when generation ends, and the request lives on only until its last audio is out.
+    Invariant: `seq` holds the counts (the scheduler's: outputs, limit, computed tokens) and
+    `stream` what the outputs were; `finish_reason` is set once, when generation ends, and the
+    request lives on only until its last audio is out.
     """
 
     request_id: str
     seq: Sequence
     stream: StreamState
-    max_outputs: int
     arrival: float = field(default_factory=time.monotonic)
     first_scheduled: float | None = None
     first_audio: float | None = None

@@ -14,7 +14,7 @@ class ScheduledChunk:
     seq: Sequence
     start: int
     num_new_tokens: int
-    # Fixed when scheduled: the engine appends the output later, which moves seq.num_tokens.
+    # Fixed when scheduled: counting the output (update_from_output) moves seq.num_tokens.
     produces_output: bool = field(init=False)
 
     def __post_init__(self) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import bisect
-from typing import Protocol, Sequence as Seq
+from typing import Collection, Protocol, Sequence as Seq
 
 from scheduler.config import SchedulerConfig
 from scheduler.output import ScheduledChunk, SchedulerOutput
@@ -34,6 +34,8 @@ class Scheduler:
     - When blocks run out, the lowest-priority, newest unscheduled running sequence is preempted:
       its blocks are freed, its computed count reset, and it waits at the front (by arrival).
     - Every sequence ends exactly once, through `finish` (or `abort`), which frees its blocks.
+    - Outputs are counted here only (`update_from_output`), one per chunk that produces one, and
+      that count alone decides when a sequence reaches its output limit.
     """
 
     def __init__(self, config: SchedulerConfig, kv: BlockAccounting) -> None:
@@ -100,9 +102,13 @@ class Scheduler:
             budget = self._admit_waiting(budget, out)
         return out
 
-    def update_after_step(self, output: SchedulerOutput) -> None:
-        """Marks the scheduled tokens as computed and publishes newly full prompt blocks to the
-        prefix cache. Outputs themselves are appended by the engine through `append_output`."""
+    def update_from_output(self, output: SchedulerOutput, stopped: Collection[str] = ()) -> dict[str, str]:
+        """After the step that ran `output`: marks its tokens computed, publishes newly full prompt
+        blocks to the prefix cache and counts one output for each chunk that produced one. Then
+        ends the sequences whose output stopped them (request ids in `stopped`: "stop") and those
+        that reached `max_output_tokens` ("length"). Sequences already ended during the step (a
+        failure) are left alone. Returns the reason of each sequence ended here, in chunk order."""
+        finished: dict[str, str] = {}
         for chunk in output.chunks:
             seq = chunk.seq
             if seq.is_finished:
@@ -112,10 +118,18 @@ class Scheduler:
                 self.kv.cache_full_blocks(
                     seq.request_id, seq.prompt_block_hashes, seq.num_computed_tokens
                 )
-
-    @staticmethod
-    def append_output(seq: Sequence) -> None:
-        seq.num_output_tokens += 1
+            if not chunk.produces_output:
+                continue
+            seq.num_output_tokens += 1
+            if seq.request_id in stopped:
+                reason = "stop"
+            elif seq.num_output_tokens >= seq.max_output_tokens:
+                reason = "length"
+            else:
+                continue
+            self.finish(seq.request_id)
+            finished[seq.request_id] = reason
+        return finished
 
     # ---- helpers ---------------------------------------------------------------------------
 

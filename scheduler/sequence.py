@@ -19,7 +19,8 @@ class SequenceStatus(enum.Enum):
 class Sequence:
     """A request as "computed tokens / total tokens".
 
-    Invariant: 0 <= num_computed_tokens <= num_tokens, where num_tokens = prompt + outputs so far.
+    Invariant: 0 <= num_computed_tokens <= num_tokens, where num_tokens = prompt + outputs so far,
+    and num_output_tokens <= max_output_tokens; the scheduler alone counts the outputs.
     Prefill and decode are the same thing at different sizes: a step gives the sequence
     `num_tokens - num_computed_tokens` tokens or fewer. Preemption resets num_computed_tokens to 0
     but keeps the outputs, so resumption recomputes them instead of generating them again (no audio
@@ -28,6 +29,8 @@ class Sequence:
 
     request_id: str
     num_prompt_tokens: int
+    # The sequence ends with reason "length" once it has produced this many outputs.
+    max_output_tokens: int
     priority: int = 0
     # Hashes of the prompt's full blocks, for prefix-cache lookups (empty when caching is off).
     prompt_block_hashes: list[int] = field(default_factory=list)

@@ -42,13 +42,13 @@ class FrameUpdate:
 
 
 class StreamState:
-    """Per-request state a family keeps between steps. Invariant: `num_outputs` equals the number
-    of outputs accepted, and positions [0, prompt_len + num_outputs) have defined inputs."""
+    """Per-request state a family keeps between steps. Invariant: after n accepted outputs,
+    positions [0, prompt_len + n) have defined inputs. The engine's scheduler counts the outputs;
+    a family keeps what it needs of the outputs themselves."""
 
     def __init__(self, prompt: SpeechPrompt, params: SamplingParams) -> None:
         self.prompt = prompt
         self.params = params
-        self.num_outputs = 0
         self.num_frames = 0
 
     @property
@@ -92,6 +92,11 @@ class SpeechFamily(ABC):
     @abstractmethod
     def max_model_len(self) -> int: ...
 
+    @property
+    def outputs_per_second(self) -> float:
+        """Outputs per second of audio: by default each output is one codec frame."""
+        return self.codec.sample_rate / self.codec.samples_per_frame
+
     @abstractmethod
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> StreamState: ...
 
@@ -132,8 +137,6 @@ class PromptFrontend(ABC):
     # (1, 1) for a model without rate control. The API asks the model for the nearest speed in
     # range and time-stretches the rest.
     speed_range: tuple[float, float] = (1.0, 1.0)
-    # The model's context (prompt + outputs) when the front end knows it without the weights.
-    max_model_len: int | None = None
 
     def model_speed(self, speed: float) -> float:
         low, high = self.speed_range

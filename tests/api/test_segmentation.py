@@ -13,7 +13,7 @@ from api.planning import plan_segments
 from api.settings import ApiSettings
 from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
 from api.text_split import split_text
-from engine.outputs import AudioChunk, RequestMetrics
+from engine.outputs import AudioChunk, EngineLimits, RequestMetrics
 from model.config import ModelConfig
 from model.families.base import SpeechPrompt
 from model.loader import load_frontend
@@ -21,6 +21,8 @@ from model.sampling import SamplingParams
 from model.tiny_random import ensure_tiny_random
 
 WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
+# Planning only multiplies budgets by the engine's rate; this is about Orpheus's.
+RATE = 82.0
 SENTENCES = st.lists(
     st.tuples(st.lists(WORDS, min_size=1, max_size=8), st.sampled_from([".", "!", "?", ",", ";", ""])),
     min_size=1, max_size=12,
@@ -69,30 +71,31 @@ def test_pieces_with_nothing_to_speak_are_dropped_not_fatal():
     text = dots + " ".join(f"Sentence {i} is here." for i in range(6)) + " " + dots
     assert "Sentence" not in split_text(text, lambda s: len(s) <= 30)[0]
     frontend = LettersOnlyFrontend()
-    segments = plan_segments(text, "v", frontend, settings, context_tokens=60)
+    limits = EngineLimits(context_tokens=60, outputs_per_second=RATE)
+    segments = plan_segments(text, "v", frontend, settings, limits)
     assert len(segments) > 1 and all(any(c.isalpha() for c in s.text) for s in segments)
     # Each segment carries the prompt planning prepared for it, prepared once per piece.
     assert all(s.prompt.token_ids == list(range(len(s.text))) for s in segments)
     assert len(frontend.prepared) == len(set(frontend.prepared))
     assert " ".join(s.text for s in segments).count("Sentence") == 6
     with pytest.raises(ValueError, match="nothing to speak"):
-        plan_segments("... !", "v", LettersOnlyFrontend(), settings, context_tokens=60)
+        plan_segments("... !", "v", LettersOnlyFrontend(), settings, limits)
 
 
 def test_plan_fits_each_segment_into_the_context(chorus_cache):
     frontend = load_frontend(ModelConfig(model=str(ensure_tiny_random())))
     settings = ApiSettings(audio_seconds_per_char=0.05, min_audio_seconds=0.5)
     text = " ".join(f"Sentence number {i} is here." for i in range(40))
-    context = 600
-    segments = plan_segments(text, "tara", frontend, settings, context, seed=3)
+    limits = EngineLimits(context_tokens=600, outputs_per_second=RATE)
+    segments = plan_segments(text, "tara", frontend, settings, limits, seed=3)
     assert len(segments) > 1
     assert " ".join(s.text for s in segments) == text
     for segment in segments:
         prompt = len(frontend.prepare(segment.text, "tara").token_ids)
-        assert prompt + segment.params.max_tokens <= context
-        assert segment.params.max_tokens == settings.max_tokens_for(segment.text)
+        assert prompt + segment.params.max_tokens <= limits.context_tokens
+        assert segment.params.max_tokens == settings.max_tokens_for(segment.text, RATE)
         assert segment.params.seed == 3
-    assert len(plan_segments("Short.", "tara", frontend, settings, context)) == 1
+    assert len(plan_segments("Short.", "tara", frontend, settings, limits)) == 1
 
 
 class FakeEngine:

@@ -13,6 +13,7 @@ import pytest
 
 from engine.client import EngineClient
 from engine.errors import RequestRejected
+from engine.outputs import EngineLimits
 from model.families.base import VoiceNotFoundError
 from model.sampling import SamplingParams
 
@@ -76,6 +77,8 @@ def test_leaving_the_stream_early_aborts_and_frees_blocks(tiny_model):
 def test_rejections_reach_the_caller(tiny_model):
     async def main():
         async with EngineClient(engine_config(tiny_model, num_blocks=16, max_num_batched_tokens=64)) as client:
+            # The ready message carries the core's limits: its KV pool, and 7 tokens per SNAC frame.
+            assert client.limits == EngineLimits(context_tokens=16 * 16, outputs_per_second=7 * 24000 / 2048)
             with pytest.raises(VoiceNotFoundError):
                 await collect_voice(client, "nobody")
             with pytest.raises(RequestRejected) as info:

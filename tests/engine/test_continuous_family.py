@@ -95,7 +95,6 @@ class ToyLatentFamily(SpeechFamily):
 
     def accept(self, stream: LatentStream, output: torch.Tensor) -> FrameUpdate:
         stream.outputs.append(output)
-        stream.num_outputs += 1
         stream.num_frames += 1
         return FrameUpdate(frames=output[None], finished=stream.num_frames == stream.prompt.num_frames)
 

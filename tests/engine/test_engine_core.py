@@ -71,6 +71,15 @@ def test_prompt_longer_than_context_is_rejected_alone(make_core, tiny_frontend):
     assert list(chunks) == ["ok"] and chunks["ok"][-1].finish_reason == "length"
 
 
+def test_the_reported_context_is_the_one_admission_enforces(make_core):
+    core = make_core(num_blocks=16)  # 16 blocks of 16 tokens, below the model's own 8192
+    limit = core.limits.context_tokens
+    assert limit == 256
+    core.add_request("fits", SpeechPrompt(token_ids=[5] * (limit - 1)), params(7, 1))
+    with pytest.raises(RequestRejected, match="at most 255"):
+        core.add_request("over", SpeechPrompt(token_ids=[5] * limit), params(7, 2))
+
+
 def test_exception_inside_one_request_ends_only_that_request(make_core, tiny_frontend, monkeypatch):
     core = make_core()
     for i in range(4):
@@ -80,7 +89,7 @@ def test_exception_inside_one_request_ends_only_that_request(make_core, tiny_fro
     bad_stream = core.requests["r2"].stream
 
     def flaky_accept(stream, output):
-        if stream is bad_stream and stream.num_outputs == 5:
+        if stream is bad_stream and len(stream.token_ids) - stream.prompt_len == 5:
             raise RuntimeError("boom")
         return real_accept(stream, output)
 

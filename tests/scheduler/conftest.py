@@ -7,13 +7,14 @@ from scheduler import Scheduler, SchedulerConfig, Sequence
 
 class Simulator:
     """Drives a real Scheduler + KVCacheManager the way the engine does, with each request's
-    output count fixed in advance instead of a model deciding when it stops."""
+    output count fixed in advance (its `max_output_tokens`) instead of a model deciding when it
+    stops."""
 
     def __init__(self, num_blocks: int, block_size: int = 4, **config) -> None:
         self.kv = KVCacheManager(num_blocks, block_size)
         self.scheduler = Scheduler(SchedulerConfig(**config), self.kv)
         self.block_size = block_size
-        self.targets: dict[str, int] = {}
+        self.sequences: dict[str, Sequence] = {}
         self.finished: list[str] = []
         self.steps: list = []
 
@@ -22,23 +23,18 @@ class Simulator:
         seq = Sequence(
             request_id,
             num_prompt_tokens=len(tokens),
+            max_output_tokens=outputs,
             priority=priority,
             prompt_block_hashes=hash_full_blocks(tokens, self.block_size),
         )
         self.scheduler.add(seq)
-        self.targets[request_id] = outputs
+        self.sequences[request_id] = seq
         return seq
 
     def step(self):
         out = self.scheduler.schedule()
         self.steps.append(out)
-        self.scheduler.update_after_step(out)
-        for chunk in out.chunks:
-            if chunk.produces_output:
-                Scheduler.append_output(chunk.seq)
-                if chunk.seq.num_output_tokens >= self.targets[chunk.seq.request_id]:
-                    self.scheduler.finish(chunk.seq.request_id)
-                    self.finished.append(chunk.seq.request_id)
+        self.finished += self.scheduler.update_from_output(out)
         return out
 
     def run(self, max_steps: int = 10_000) -> None:

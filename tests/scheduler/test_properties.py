@@ -64,4 +64,4 @@ def test_random_workloads_keep_every_invariant(
     assert sorted(sim.finished) == sorted(rid for rid, *_ in pending)  # each exactly once
     assert sim.kv.num_free_blocks == num_blocks  # no leaks
     for rid, _, outputs, _ in pending:
-        assert sim.targets[rid] == outputs
+        assert sim.sequences[rid].num_output_tokens == outputs  # counted once each, preempted or not

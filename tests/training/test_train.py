@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from model.families.joe.student import JoeStudent, StudentConfig
+from model.registry import family_name
 from training.joe.dataset import bucketed_batches, make_batch
 from training.joe.shards import Utterance, shard_path, write_shard
 from training.joe.train import StudentTrainer, TrainConfig, validation_loss
@@ -75,6 +76,7 @@ def test_training_lowers_the_loss_and_exports_a_servable_folder(data, tmp_path):
     assert manifest["steps_done"] == 200 and len(manifest["sha256"]) == 64
     loaded = JoeStudent.load(tmp_path / "export")
     assert loaded.config == SMALL
+    assert family_name(tmp_path / "export") == "joe"  # the server finds the family it wrote
     on_disk = json.loads((tmp_path / "export" / "manifest.json").read_text())
     assert on_disk["parameters"] == sum(p.numel() for p in loaded.parameters())
 

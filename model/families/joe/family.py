@@ -71,6 +71,10 @@ class JoeFamily(SpeechFamily):
     def max_model_len(self) -> int:
         return self._max_model_len
 
+    @property
+    def outputs_per_second(self) -> float:
+        return super().outputs_per_second / self.student.config.frames_per_step
+
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> JoeStream:
         if prompt.conditioning is None or prompt.num_frames is None:
             raise ValueError("a joe prompt needs its prior (conditioning) and num_frames")
@@ -123,8 +127,7 @@ class JoeFamily(SpeechFamily):
 
     def accept(self, stream: JoeStream, output: Tensor) -> FrameUpdate:
         stream.outputs.append(output)
-        stream.num_outputs += 1
         remaining = stream.prompt.num_frames - stream.num_frames
         frames = self.student.denormalize(output[None])[:remaining]
         stream.num_frames += frames.shape[0]
-        return FrameUpdate(frames=frames, finished=stream.num_outputs >= stream.num_steps)
+        return FrameUpdate(frames=frames, finished=len(stream.outputs) >= stream.num_steps)

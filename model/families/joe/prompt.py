@@ -25,7 +25,6 @@ class JoePromptFrontend(PromptFrontend):
         self.model_name = model_name
         self.voices = JOE_VOICES
         self.config = config
-        self.max_model_len = config.max_positions
         self.teacher = TeacherFrontend()
         self.sample_rate = self.teacher.sample_rate
 

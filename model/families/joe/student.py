@@ -79,14 +79,9 @@ class StudentConfig:
         ))
 
 
-def is_student_folder(folder: Path) -> bool:
-    path = folder / CONFIG_FILE
-    return path.is_file() and json.loads(path.read_text()).get("family") == FAMILY
-
-
 def read_config(folder: Path) -> StudentConfig:
     values = json.loads((folder / CONFIG_FILE).read_text())
-    if values.pop("family", None) != FAMILY:
+    if values.pop("chorus", {}).get("family") != FAMILY:
         raise ValueError(f"{folder / CONFIG_FILE} is not a {FAMILY} student")
     return StudentConfig(**values)
 
@@ -147,7 +142,8 @@ class JoeStudent(nn.Module):
 
     def save(self, folder: Path, dtype: torch.dtype = torch.float16) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        config = {"family": FAMILY, **asdict(self.config)}
+        # The family registry (model/registry.py) finds the family under chorus.family.
+        config = {"chorus": {"family": FAMILY}, **asdict(self.config)}
         (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
         # NOTE: statistics stay float32: they are tiny and fp16 would shift every frame.
         state = {k: (v if "mean" in k or "std" in k else v.to(dtype)).cpu().contiguous()

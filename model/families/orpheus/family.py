@@ -9,13 +9,13 @@ from model.codecs.base import FrameCodec
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
 from model.families.orpheus.frames import FrameAssembler
 from model.families.orpheus.graph_emit import OrpheusGraphEmitter
-from model.families.orpheus.layout import OrpheusTokenLayout
+from model.families.orpheus.layout import FRAME_TOKENS, OrpheusTokenLayout
 from model.sampling import Sampler, SamplingParams, SamplingState
 
 
 class OrpheusStream(StreamState):
     """Token ids of prompt + outputs (the inputs of every position), the sampler's per-request
-    state and the frame assembler. Invariant: len(token_ids) == prompt_len + num_outputs."""
+    state and the frame assembler. Invariant: len(token_ids) == prompt_len + outputs accepted."""
 
     def __init__(
         self, prompt: SpeechPrompt, params: SamplingParams, layout: OrpheusTokenLayout, device: torch.device
@@ -62,6 +62,10 @@ class OrpheusFamily(SpeechFamily):
     def max_model_len(self) -> int:
         return self._max_model_len
 
+    @property
+    def outputs_per_second(self) -> float:
+        return FRAME_TOKENS * super().outputs_per_second
+
     def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> OrpheusStream:
         return OrpheusStream(prompt, params, self.layout, self._device)
 
@@ -92,7 +96,6 @@ class OrpheusFamily(SpeechFamily):
     def accept(self, stream: OrpheusStream, output: int) -> FrameUpdate:
         stream.token_ids.append(output)
         stream.sampling.append(output)
-        stream.num_outputs += 1
         if output in self._stop_ids:
             return FrameUpdate(finished=True)
         frame = stream.frames.push(output)
