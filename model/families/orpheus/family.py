@@ -10,6 +10,7 @@ from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamS
 from model.families.orpheus.frames import FrameAssembler
 from model.families.orpheus.graph_emit import OrpheusGraphEmitter
 from model.families.orpheus.layout import OrpheusTokenLayout
+from model.llama.model import LlamaModel
 from model.sampling import Sampler, SamplingParams, SamplingState
 
 
@@ -39,10 +40,11 @@ class OrpheusFamily(SpeechFamily):
     """
 
     name = "orpheus"
+    backbone: LlamaModel
 
     def __init__(
         self,
-        backbone,
+        backbone: LlamaModel,
         codec: FrameCodec,
         layout: OrpheusTokenLayout,
         max_model_len: int,
@@ -68,6 +70,9 @@ class OrpheusFamily(SpeechFamily):
     def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> torch.Tensor:
         ids = [tok for stream, start, end in spans for tok in stream.token_ids[start:end]]
         return self.backbone.embed_tokens(torch.tensor(ids, dtype=torch.long, device=self._device))
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.backbone.compute_logits(hidden)
 
     def emit(self, logits: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
         candidates = None
