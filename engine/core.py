@@ -8,12 +8,10 @@ import numpy as np
 
 from engine.codec_overlap import CodecOverlap, codec_runner_for
 from engine.config import EngineConfig
-from engine.cuda_graphs import attach_decode_graphs
 from engine.errors import RequestRejected
-from engine.kv_setup import build_kv_cache
-from engine.model_runner import ModelRunner
 from engine.outputs import AudioChunk, EngineStats
 from engine.request import Request
+from engine.runner.model_runner import build_model_runner
 from memory.block_hash import hash_full_blocks
 from model.codecs.streaming import StreamingDecoder
 from model.families.base import SpeechFamily, SpeechPrompt
@@ -36,19 +34,10 @@ class EngineCore:
     def __init__(self, config: EngineConfig, family: SpeechFamily | None = None) -> None:
         self.config = config
         self.family = family or load_family(config.model)
-        self.device = next(self.family.backbone.parameters()).device
-        self.kv_manager, kv_caches = build_kv_cache(self.family, config, self.device)
+        self.device = self.family.backbone.device
+        self.runner = build_model_runner(self.family, config, self.device)
+        self.kv_manager = self.runner.kv_manager
         self.scheduler = Scheduler(config.scheduler, self.kv_manager)
-        self.runner = ModelRunner(
-            self.family, kv_caches, config.cache.block_size, self.kv_manager.block_ids, self.device
-        )
-        if config.gpu.fused_ops and self.device.type == "cuda":
-            from model.llama.fused import fuse_decoder_layers  # NOTE: imports triton, absent on some CPU installs
-
-            fuse_decoder_layers(self.family.backbone.layers)
-        attach_decode_graphs(
-            self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
-        )
         self.codec = StreamingDecoder(self.family.codec, config.resolved_streaming(self.family.default_streaming))
         self.codec_overlap = CodecOverlap(
             self.codec, codec_runner_for(self.device, config.gpu, self.codec, config.scheduler.max_num_seqs)
