@@ -1,4 +1,5 @@
-"""Turns a scheduled step into one forward over a flat batch, and its outputs."""
+"""Turns a scheduled step into one forward over a flat batch, and its outputs; `build_model_runner` sets
+up what that needs (KV cache, fused ops, decode graphs) from an engine config."""
 from __future__ import annotations
 
 import itertools
