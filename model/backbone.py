@@ -44,7 +44,7 @@ class Backbone(Protocol):
         """The backend every layer attends with (its `supports_cuda_graphs` decides graph capture)."""
 
     def forward(
-        self, embeds: Tensor, positions: Tensor, kv_caches: Sequence[Tensor], meta: AttentionMetadata
+        self, inputs_embeds: Tensor, positions: Tensor, kv_caches: Sequence[Tensor], meta: AttentionMetadata
     ) -> Tensor: ...
 
     def fuse_ops(self) -> None:
