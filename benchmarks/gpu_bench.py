@@ -63,7 +63,7 @@ TINY_PLAN = dict(shape=TINY, attention="torch", decode_batches=(1, 8), decode_co
 def time_decode_steps(backbone: torch.nn.Module, plan: Plan) -> list[dict]:
     """Per batch size: median time of one decode step (backbone + LM head) over a random KV cache with
     `decode_context` cached tokens per sequence, and its floor (weight bytes + live KV bytes) / HBM rate."""
-    from engine.cuda_graphs import DecodeGraphs
+    from engine.runner.decode_graphs import DecodeGraphs
 
     config, device, bs = backbone.config, plan.device, plan.block_size
     weight_bytes = sum(p.numel() * p.element_size() for p in backbone.parameters())
@@ -103,7 +103,7 @@ def time_fusions(backbone: torch.nn.Module, plan: Plan) -> dict:
     """Decode step time with the plain layers, then with the fused ones (same weights, back to back) per
     batch in `fusion_batches`, and the fused first layer's max error relative to the plain one on a
     16-token prefill. The plain layers are put back afterwards."""
-    from model.llama.fused import FusedDecoderLayer, fuse_decoder_layers
+    from model.llama.fused import FusedDecoderLayer
 
     config, device, bs = backbone.config, plan.device, plan.block_size
     dtype = next(backbone.parameters()).dtype
@@ -119,7 +119,7 @@ def time_fusions(backbone: torch.nn.Module, plan: Plan) -> dict:
     fusion_plan = replace(plan, decode_batches=plan.fusion_batches)
     plain_layers = list(backbone.layers)
     unfused = time_decode_steps(backbone, fusion_plan)
-    fuse_decoder_layers(backbone.layers)
+    backbone.fuse_ops()
     try:
         fused = time_decode_steps(backbone, fusion_plan)
     finally:
@@ -146,14 +146,12 @@ def time_prefill(backbone: torch.nn.Module, plan: Plan) -> list[dict]:
     meta = AttentionMetadata.build([new_tokens] * sequences, [cached] * sequences, tables, bs, device=device)
     embeds = torch.randn(sequences * new_tokens, config.hidden_size, device=device, dtype=dtype)
     positions = torch.arange(cached, cached + new_tokens, device=device).repeat(sequences)
-    original = backbone.layers[0].self_attn.attention
+    original = backbone.attention_backend
     rows, first = [], None
     try:
         for name in plan.prefill_backends:
             try:
-                backend = get_attention_backend(name)
-                for layer in backbone.layers:
-                    layer.self_attn.attention = backend
+                backbone.attention_backend = get_attention_backend(name)
 
                 def step():
                     return backbone.forward(embeds, positions, caches, meta)
@@ -166,8 +164,7 @@ def time_prefill(backbone: torch.nn.Module, plan: Plan) -> list[dict]:
             except Exception as exc:  # noqa: BLE001 - an optional backend may be missing or refuse
                 rows.append(dict(backend=name, error=f"{type(exc).__name__}: {exc}"[:200]))
     finally:
-        for layer in backbone.layers:
-            layer.self_attn.attention = original
+        backbone.attention_backend = original
     return rows
 
 
@@ -217,8 +214,7 @@ def run(plan: Plan, out: Path, command: str) -> dict:
             **check_graph_sampling(family, plan.device),
             **check_codec_graphs(family.codec, plan.device),
         }
-        for layer in family.backbone.layers:  # check_step leaves the triton backend in place
-            layer.self_attn.attention = get_attention_backend(plan.attention)
+        family.backbone.attention_backend = get_attention_backend(plan.attention)  # check_step leaves triton
         phases["correctness_s"] = time.perf_counter() - clock
 
         clock = time.perf_counter()

@@ -41,7 +41,7 @@ def check_attention(num_heads: int, num_kv_heads: int, head_dim: int, device: to
 def check_step(backbone: torch.nn.Module, block_size: int, device: torch.device) -> dict[str, float]:
     """Relative error of one mixed step's hidden states, triton vs reference attention; and, on CUDA, of a
     decode step replayed from a CUDA graph vs the same step run eagerly."""
-    from engine.cuda_graphs import DecodeGraphs
+    from engine.runner.decode_graphs import DecodeGraphs
 
     config = backbone.config
     meta = mixed_batch([(0, 24), (0, 5), (0, 1), (0, 9)], block_size, device)
@@ -53,11 +53,11 @@ def check_step(backbone: torch.nn.Module, block_size: int, device: torch.device)
     results = {}
     hidden = {}
     for name in ("triton", "torch"):
-        _set_attention(backbone, name)
+        backbone.attention_backend = get_attention_backend(name)
         caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in backbone.layers]
         hidden[name] = backbone.forward(backbone.embed_tokens(ids), positions, caches, meta).float()
     results["step_rel_error"] = _checked(_relative(hidden["triton"], hidden["torch"]), STEP_TOLERANCE, "model step")
-    _set_attention(backbone, "triton")
+    backbone.attention_backend = get_attention_backend("triton")
     if device.type == "cuda":
         decode = AttentionMetadata.build([1] * 3, [5, 24, 1], [t[: 2] for t in meta.block_tables.tolist()[:3]],
                                          block_size, device=device)
@@ -132,12 +132,6 @@ def check_codec_graphs(codec, device: torch.device) -> dict[str, float]:
     frames = torch.randint(0, codec.codebook_size, (3, 9, *codec.frame_shape), generator=gen).to(device)
     error = (graphs.run(frames).float() - codec.decode(frames).float()).abs().max().item()
     return {"codec_graph_max_abs_error": _checked(error, 1e-4, "codec graph replay")}
-
-
-def _set_attention(backbone: torch.nn.Module, name: str) -> None:
-    backend = get_attention_backend(name)
-    for layer in backbone.layers:
-        layer.self_attn.attention = backend
 
 
 def _relative(actual: torch.Tensor, expected: torch.Tensor) -> float:

@@ -30,8 +30,6 @@ def prompts(count: int, vocab: int, seed: int) -> list[list[int]]:
 def engine_sweep(family, model_config, plan: Plan) -> list[dict]:
     from engine.config import EngineConfig
     from engine.core import EngineCore
-    from engine.cuda_graphs import attach_decode_graphs
-    from engine.gpu_config import GpuConfig
     from memory.config import CacheConfig
     from scheduler.config import SchedulerConfig
 
@@ -48,12 +46,11 @@ def engine_sweep(family, model_config, plan: Plan) -> list[dict]:
         mode="inproc",
     )
     core = EngineCore(config, family=family)
-    graphs = attach_decode_graphs(core.runner, GpuConfig(), max_seqs, family.max_model_len)
     _closed_loop(core, plan, concurrency=min(2, max_seqs), requests_per_client=1, seed=-1)  # warm-up
     rows = []
     for concurrency in plan.concurrency:
         traces, wall = _closed_loop(core, plan, concurrency, plan.requests_per_client, seed=concurrency)
-        rows.append({"concurrency": concurrency, "cuda_graphs": graphs,
+        rows.append({"concurrency": concurrency, "cuda_graphs": core.runner.decode_graphs is not None,
                      "kv_blocks": core.kv_manager.num_blocks, **summarize(traces, wall)})
     return rows
 

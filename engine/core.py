@@ -1,4 +1,4 @@
-"""The engine core: one loop, one step at a time, owning the model, the cache and the codec."""
+"""The engine core: wires the scheduler, the model runner and the audio stage; one step at a time."""
 from __future__ import annotations
 
 import logging
@@ -8,12 +8,10 @@ import numpy as np
 
 from engine.audio.stage import AudioStage
 from engine.config import EngineConfig
-from engine.cuda_graphs import attach_decode_graphs
 from engine.errors import RequestRejected
-from engine.kv_setup import build_kv_cache
-from engine.model_runner import ModelRunner
 from engine.outputs import AudioChunk, EngineLimits, EngineStats
 from engine.request import Request
+from engine.runner.model_runner import build_model_runner
 from memory.block_hash import hash_full_blocks
 from model.families.base import SpeechFamily, SpeechPrompt
 from model.loader import load_family
@@ -25,7 +23,8 @@ logger = logging.getLogger("chorus.engine")
 
 
 class EngineCore:
-    """step() = schedule → prepare inputs → forward → sample → append → codec → emit.
+    """step() = schedule → run the model (inputs, forward, sample) → the family accepts each output
+    (frames to the audio stage) → the scheduler's one post-step update → audio → emit.
 
     Invariants: every added request produces exactly one finished `AudioChunk`, after all of its
     audio, in order; an exception raised for one request ends that request only; a finished or
@@ -35,19 +34,10 @@ class EngineCore:
     def __init__(self, config: EngineConfig, family: SpeechFamily | None = None) -> None:
         self.config = config
         self.family = family or load_family(config.model)
-        self.device = next(self.family.backbone.parameters()).device
-        self.kv_manager, kv_caches = build_kv_cache(self.family, config, self.device)
+        self.device = self.family.backbone.device
+        self.runner = build_model_runner(self.family, config, self.device)
+        self.kv_manager = self.runner.kv_manager
         self.scheduler = Scheduler(config.scheduler, self.kv_manager)
-        self.runner = ModelRunner(
-            self.family, kv_caches, config.cache.block_size, self.kv_manager.block_ids, self.device
-        )
-        if config.gpu.fused_ops and self.device.type == "cuda":
-            from model.llama.fused import fuse_decoder_layers  # NOTE: imports triton, absent on some CPU installs
-
-            fuse_decoder_layers(self.family.backbone.layers)
-        attach_decode_graphs(
-            self.runner, config.gpu, config.scheduler.max_num_seqs, self.family.max_model_len
-        )
         streaming = config.streaming.resolve(self.family.codec.window_hints)
         self.audio = AudioStage.build(
             self.family.codec, streaming, config.gpu, self.device, config.scheduler.max_num_seqs

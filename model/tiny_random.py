@@ -14,7 +14,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 

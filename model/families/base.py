@@ -14,6 +14,7 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
+from model.backbone import Backbone
 from model.codecs.base import FrameCodec
 from model.sampling import SamplingParams
 
@@ -68,7 +69,7 @@ class StreamState:
 
 class GraphEmitter(Protocol):
     """`head` and `emit` of a decode step as fixed-shape tensor work over persistent buffers, so a
-    CUDA graph can capture them after the backbone (engine/cuda_graphs.py)."""
+    CUDA graph can capture them after the backbone (engine/runner/decode_graphs.py)."""
 
     def prepare(self, streams: Sequence[StreamState], emits: Sequence[bool], padded: int) -> None:
         """Host side, before a replay: fills the buffers of rows [0, len(streams)) from the streams
@@ -82,11 +83,12 @@ class GraphEmitter(Protocol):
 
 
 class SpeechFamily(ABC):
-    """A loaded model family: backbone, codec and the per-position input/output rules."""
+    """A loaded model family: backbone (which the engine uses only as a `Backbone`), codec and the
+    per-position input/output rules."""
 
     name: str
     codec: FrameCodec
-    backbone: Any  # a LlamaModel (model/llama): embed_tokens, forward, compute_logits
+    backbone: Backbone
 
     @property
     @abstractmethod
@@ -104,11 +106,11 @@ class SpeechFamily(ABC):
     def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> torch.Tensor:
         """Input embeddings [sum(end - start), hidden] for positions start..end-1 of each stream."""
 
+    @abstractmethod
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """The model's output layer on the hidden states [B, hidden] of the streams that emit this
-        step: logits by default; a continuous family returns its frames here. Counted as model
-        forward time, unlike `emit`."""
-        return self.backbone.compute_logits(hidden)
+        step: logits for a token family; a continuous family returns its frames here. Counted as
+        model forward time, unlike `emit`."""
 
     @abstractmethod
     def emit(self, head_out: torch.Tensor, streams: Sequence[StreamState]) -> list[Any]:

@@ -8,7 +8,7 @@ import triton.language as tl
 from torch import Tensor, nn
 
 from model.attention import AttentionMetadata
-from model.llama.model import LlamaDecoderLayer
+from model.llama.layers import LlamaDecoderLayer
 
 
 @triton.jit

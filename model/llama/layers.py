@@ -125,3 +125,18 @@ class LlamaMLP(nn.Module):
     def forward(self, hidden: Tensor) -> Tensor:
         gate, up = self.gate_up_proj(hidden).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
+
+
+class LlamaDecoderLayer(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h))."""
+
+    def __init__(self, config: LlamaArchConfig, attention: AttentionBackend, rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = LlamaAttention(config, attention, rotary)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = LlamaMLP(config.hidden_size, config.intermediate_size)
+
+    def forward(self, hidden: Tensor, positions: Tensor, kv_cache: Tensor, meta: AttentionMetadata) -> Tensor:
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), positions, kv_cache, meta)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))

@@ -8,28 +8,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.attention import AttentionBackend, AttentionMetadata
+from model.backbone import KVSpec
 from model.llama.config import LlamaArchConfig
-from model.llama.layers import LlamaAttention, LlamaMLP, RMSNorm, RotaryEmbedding
-
-
-class LlamaDecoderLayer(nn.Module):
-    """Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h))."""
-
-    def __init__(self, config: LlamaArchConfig, attention: AttentionBackend, rotary: RotaryEmbedding) -> None:
-        super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = LlamaAttention(config, attention, rotary)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = LlamaMLP(config.hidden_size, config.intermediate_size)
-
-    def forward(self, hidden: Tensor, positions: Tensor, kv_cache: Tensor, meta: AttentionMetadata) -> Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), positions, kv_cache, meta)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+from model.llama.layers import LlamaDecoderLayer, RMSNorm, RotaryEmbedding
 
 
 class LlamaModel(nn.Module):
-    """A Llama decoder with LM head; ``forward`` maps a flat batch of T token embeddings at absolute positions
-    to T final-normed hidden states, writing every layer's new keys/values into ``kv_caches[layer]``.
+    """A Llama decoder with LM head, and a `Backbone` (model/backbone.py); ``forward`` maps a flat batch of T
+    token embeddings at absolute positions to T final-normed hidden states, writing every layer's new
+    keys/values into ``kv_caches[layer]``. Every layer attends with the same backend.
 
     With ``tie_word_embeddings`` the LM head is the embedding matrix itself and no ``lm_head`` parameter exists.
     """
@@ -47,6 +34,36 @@ class LlamaModel(nn.Module):
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False
         )
+
+    @property
+    def kv_spec(self) -> KVSpec:
+        return KVSpec(self.config.num_hidden_layers, self.config.num_key_value_heads, self.config.head_dim)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embedding.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.embedding.weight.device
+
+    @property
+    def attention_backend(self) -> AttentionBackend:
+        return self.layers[0].self_attn.attention
+
+    @attention_backend.setter
+    def attention_backend(self, backend: AttentionBackend) -> None:
+        for layer in self.layers:
+            layer.self_attn.attention = backend
+
+    def fuse_ops(self) -> None:
+        from model.llama.fused import fuse_decoder_layers  # NOTE: imports triton, absent on some CPU installs
+
+        fuse_decoder_layers(self.layers)
 
     def embed_tokens(self, input_ids: Tensor) -> Tensor:
         return self.embedding(input_ids)

@@ -59,8 +59,10 @@ class ToyLatentFamily(SpeechFamily):
             vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
         ))
-        self.backbone = LlamaModel(arch, get_attention_backend("torch"))
-        for p in self.backbone.parameters():
+        # The family's own embed reads the Llama; the engine reads `backbone`, which may wrap it.
+        self.decoder = LlamaModel(arch, get_attention_backend("torch"))
+        self.backbone = self.decoder
+        for p in self.decoder.parameters():
             nn.init.normal_(p, std=0.2)
         self.frame_in = nn.Linear(LATENT + COND, 32)
         self.frame_out = nn.Linear(32, LATENT)
@@ -79,7 +81,7 @@ class ToyLatentFamily(SpeechFamily):
         for stream, start, end in spans:
             for pos in range(start, end):
                 if pos < stream.prompt_len:
-                    rows.append(self.backbone.embed_tokens(torch.tensor([stream.prompt.token_ids[pos]]))[0])
+                    rows.append(self.decoder.embed_tokens(torch.tensor([stream.prompt.token_ids[pos]]))[0])
                     continue
                 i = pos - stream.prompt_len
                 prev = stream.outputs[i - 1] if i else torch.zeros(LATENT)
@@ -110,9 +112,9 @@ def prompt(i: int) -> SpeechPrompt:
     )
 
 
-def run(num_blocks: int) -> tuple[dict, dict, int]:
+def run(num_blocks: int, family: SpeechFamily | None = None) -> tuple[dict, dict, int]:
     core = EngineCore(engine_config("unused", num_blocks=num_blocks, max_num_seqs=8, max_num_batched_tokens=16),
-                      family=ToyLatentFamily())
+                      family=family or ToyLatentFamily())
     streams = {}
     for i in range(6):
         core.add_request(f"s{i}", prompt(i), SamplingParams())

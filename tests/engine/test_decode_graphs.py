@@ -1,4 +1,4 @@
-"""The decode-graph path (engine/cuda_graphs.py) through its persistent buffers, on the CPU.
+"""The decode-graph path (engine/runner/decode_graphs.py) through its persistent buffers, on the CPU.
 
 The graphs are "replayed" eagerly (DecodeGraphs(eager_replay=True)) with the Triton backend under
 its interpreter, so everything but the capture itself runs: padding rows, the buffers' refills,
@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("triton")
 
 from engine.core import EngineCore  # noqa: E402
-from engine.cuda_graphs import DecodeGraphs  # noqa: E402
+from engine.runner.decode_graphs import DecodeGraphs  # noqa: E402
+from engine.runner.model_runner import ModelRunner  # noqa: E402
 from model.sampling import SamplingParams  # noqa: E402
 
 from .conftest import engine_config  # noqa: E402
@@ -28,11 +29,12 @@ def run(tiny_model, tiny_frontend, graphs: str | None, num_blocks: int = 128):
     config.model = dataclasses.replace(config.model, attention_backend="triton")
     core = EngineCore(config)
     if graphs is not None:
-        family = core.family
-        core.runner.decode_graphs = DecodeGraphs(
-            family.backbone, core.runner.kv_caches, config.cache.block_size, [1, 2, 4], family.max_model_len,
+        family, runner = core.family, core.runner
+        decode_graphs = DecodeGraphs(
+            family.backbone, runner.kv_caches, config.cache.block_size, [1, 2, 4], family.max_model_len,
             emitter=family.graph_emitter(4) if graphs == "with sampling" else None, eager_replay=True,
         )
+        core.runner = ModelRunner(family, runner.kv_manager, runner.kv_caches, runner.device, decode_graphs)
     streams = {}
     for i in range(4):  # 4 requests, at most 3 running: streams join and leave mid-run
         rid = f"r{i}"

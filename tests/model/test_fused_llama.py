@@ -1,5 +1,5 @@
 """The fused Triton kernels (under the interpreter on the CPU) against the PyTorch ops they replace, and a
-fused decoder layer against the plain one over the same weights."""
+model's fused layers (`LlamaModel.fuse_ops`) against its plain ones over the same weights."""
 from __future__ import annotations
 
 import pytest
@@ -8,9 +8,9 @@ import torch.nn.functional as F
 
 from model.attention import AttentionMetadata, get_attention_backend
 from model.llama.config import LlamaArchConfig
-from model.llama.fused import FusedDecoderLayer, add_rms_norm, fuse_decoder_layers, silu_and_mul
-from model.llama.layers import RMSNorm, RotaryEmbedding
-from model.llama.model import LlamaDecoderLayer
+from model.llama.fused import FusedDecoderLayer, add_rms_norm, silu_and_mul
+from model.llama.layers import RMSNorm
+from model.llama.model import LlamaModel
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # bf16: the fused kernels round once where the unfused ops round twice, and Triton's interpreter rounds
@@ -54,27 +54,26 @@ def test_silu_and_mul_matches_torch(dtype, width, block):
     torch.testing.assert_close(out.float(), F.silu(gate) * up, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
 
 
-def test_fused_layer_equals_plain_layer_and_shares_its_weights():
-    config = LlamaArchConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1, num_attention_heads=4,
+def test_fuse_ops_swaps_every_layer_for_an_equal_one_over_the_same_weights():
+    config = LlamaArchConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=2, head_dim=16, vocab_size=32, max_position_embeddings=64)
     torch.manual_seed(0)
-    rotary = RotaryEmbedding(16, 64, 10000.0, None)
-    layers = torch.nn.ModuleList([LlamaDecoderLayer(config, get_attention_backend("torch"), rotary)]).to(DEVICE)
+    model = LlamaModel(config, get_attention_backend("torch")).to(DEVICE)
     with torch.no_grad():
-        for parameter in layers.parameters():
+        for parameter in model.parameters():
             parameter.normal_(0, 0.2)
-    names = sorted(name for name, _ in layers.named_parameters())
-    hidden = rand(7, 64, dtype=torch.float32, seed=5)
+    names = sorted(name for name, _ in model.named_parameters())
+    embeds = rand(7, 64, dtype=torch.float32, seed=5)
     positions = torch.arange(7, device=DEVICE)
 
     def run():
-        cache = torch.zeros(2, 2, 16, 2, 16, device=DEVICE)
+        caches = [torch.zeros(2, 2, 16, 2, 16, device=DEVICE) for _ in model.layers]
         meta = AttentionMetadata.build([7], [0], [[1]], 16, device=DEVICE)
         with torch.no_grad():
-            return layers[0](hidden, positions, cache, meta)
+            return model(embeds, positions, caches, meta)
 
     plain = run()
-    fuse_decoder_layers(layers)
-    assert isinstance(layers[0], FusedDecoderLayer)
-    assert sorted(name for name, _ in layers.named_parameters()) == names
+    model.fuse_ops()
+    assert all(isinstance(layer, FusedDecoderLayer) for layer in model.layers)
+    assert sorted(name for name, _ in model.named_parameters()) == names
     torch.testing.assert_close(run(), plain, atol=1e-5, rtol=1e-5)

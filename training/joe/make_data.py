@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=defaults["seed"].default)
     parser.add_argument("--length-scale-range", type=float, nargs=2,
                         default=defaults["length_scale_range"].default)
-    parser.add_argument("--exclude", type=Path, default=DEFAULT_EXCLUDE)
+    parser.add_argument("--exclude", type=Path, default=EVAL_SENTENCES)
     parser.add_argument("--source-root", type=Path, action="append", default=[],
                         help="folder whose .py docstrings feed the corpus (default: stdlib and "
                         "installed packages; repeatable)")

@@ -12,6 +12,7 @@ from torch import Tensor
 from model.attention import AttentionBackend
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
 from model.llama.half_gemv import use_half_gemv
+from model.llama.model import LlamaModel
 from model.sampling import SamplingParams
 from model.families.joe.codec import JoeFrameCodec, load_joe_codec
 from model.families.joe.student import JoeStudent
@@ -45,6 +46,7 @@ class JoeFamily(SpeechFamily):
     prompt.num_frames frames, in num_steps outputs."""
 
     name = "joe"
+    backbone: LlamaModel
 
     def __init__(self, student: JoeStudent, codec: JoeFrameCodec, max_model_len: int) -> None:
         self.student = student

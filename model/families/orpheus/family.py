@@ -7,27 +7,11 @@ import torch
 
 from model.codecs.base import FrameCodec
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
-from model.families.orpheus.frames import FrameAssembler
 from model.families.orpheus.graph_emit import OrpheusGraphEmitter
 from model.families.orpheus.layout import FRAME_TOKENS, OrpheusTokenLayout
-from model.sampling import Sampler, SamplingParams, SamplingState
-
-
-class OrpheusStream(StreamState):
-    """Token ids of prompt + outputs (the inputs of every position), the sampler's per-request
-    state and the frame assembler. Invariant: len(token_ids) == prompt_len + outputs accepted."""
-
-    def __init__(
-        self, prompt: SpeechPrompt, params: SamplingParams, layout: OrpheusTokenLayout, device: torch.device
-    ) -> None:
-        super().__init__(prompt, params)
-        self.token_ids = list(prompt.token_ids)
-        self.sampling = SamplingState(params, prompt.token_ids, device=device)
-        self.frames = FrameAssembler(layout)
-
-    @property
-    def num_invalid_outputs(self) -> int:
-        return self.frames.num_invalid
+from model.families.orpheus.stream import OrpheusStream
+from model.llama.model import LlamaModel
+from model.sampling import Sampler, SamplingParams
 
 
 class OrpheusFamily(SpeechFamily):
@@ -39,10 +23,11 @@ class OrpheusFamily(SpeechFamily):
     """
 
     name = "orpheus"
+    backbone: LlamaModel
 
     def __init__(
         self,
-        backbone,
+        backbone: LlamaModel,
         codec: FrameCodec,
         layout: OrpheusTokenLayout,
         max_model_len: int,
@@ -73,11 +58,14 @@ class OrpheusFamily(SpeechFamily):
         ids = [tok for stream, start, end in spans for tok in stream.token_ids[start:end]]
         return self.backbone.embed_tokens(torch.tensor(ids, dtype=torch.long, device=self._device))
 
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.backbone.compute_logits(hidden)
+
     def emit(self, logits: torch.Tensor, streams: Sequence[OrpheusStream]) -> list[int]:
         candidates = None
         if self.constrain_audio_tokens:
             positions = torch.tensor([s.frames.position for s in streams], device=logits.device)
-            candidates = self.frame_candidates(logits, positions)
+            candidates = self.layout.frame_candidates(logits, positions)
         states = [s.sampling for s in streams]
         tokens = self.sampler(logits, states, self._stop_ids, candidates)
         if self._graph_emitter is not None:
@@ -86,7 +74,7 @@ class OrpheusFamily(SpeechFamily):
         return tokens.tolist()
 
     def graph_emitter(self, max_rows: int) -> OrpheusGraphEmitter:
-        self._graph_emitter = OrpheusGraphEmitter(self, max_rows)
+        self._graph_emitter = OrpheusGraphEmitter(self.backbone, self.layout, self.constrain_audio_tokens, max_rows)
         return self._graph_emitter
 
     def release(self, stream: OrpheusStream) -> None:
@@ -103,15 +91,3 @@ class OrpheusFamily(SpeechFamily):
             return FrameUpdate()
         stream.num_frames += 1
         return FrameUpdate(frames=torch.tensor([frame], dtype=torch.long))
-
-    def frame_candidates(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """[B, codebook_size + 1] token ids: the audio tokens valid at each stream's next frame
-        position (`positions` [B]), then end_of_speech. Ending is allowed only on a frame boundary
-        (so no half frame is left behind): elsewhere the end_of_speech logit is set to -inf, in
-        place. Fixed shapes and no host sync: the decode graph runs it too."""
-        lay = self.layout
-        low = lay.audio_offset + positions * lay.codebook_size
-        audio = low[:, None] + torch.arange(lay.codebook_size, device=logits.device)
-        logits[:, lay.end_of_speech].masked_fill_(positions != 0, float("-inf"))
-        end = torch.full_like(low, lay.end_of_speech)[:, None]
-        return torch.cat([audio, end], dim=1)

@@ -1,15 +1,15 @@
 """The Orpheus decode step's head and constrained sampling, captured in the decode graph."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor
 
+from model.families.orpheus.layout import OrpheusTokenLayout
+from model.families.orpheus.stream import OrpheusStream
+from model.llama.model import LlamaModel
 from model.sampling.graph_sampler import GraphSampler
-
-if TYPE_CHECKING:
-    from model.families.orpheus.family import OrpheusFamily, OrpheusStream
 
 
 class OrpheusGraphEmitter:
@@ -18,12 +18,15 @@ class OrpheusGraphEmitter:
     emits what `OrpheusFamily.emit` emits after `head` (the same candidates, and GraphSampler's
     equality with Sampler)."""
 
-    def __init__(self, family: OrpheusFamily, max_rows: int) -> None:
-        self.family = family
-        device = next(family.backbone.parameters()).device
-        lay = family.layout
-        width = lay.codebook_size + 1 if family.constrain_audio_tokens else None
-        self.sampler = GraphSampler(max_rows, family.backbone.config.vocab_size, (lay.end_of_speech,), width, device)
+    def __init__(
+        self, backbone: LlamaModel, layout: OrpheusTokenLayout, constrain_audio_tokens: bool, max_rows: int
+    ) -> None:
+        self.backbone = backbone
+        self.layout = layout
+        self.constrain_audio_tokens = constrain_audio_tokens
+        device = backbone.device
+        width = layout.codebook_size + 1 if constrain_audio_tokens else None
+        self.sampler = GraphSampler(max_rows, backbone.config.vocab_size, (layout.end_of_speech,), width, device)
         self.frame_positions = torch.zeros(max_rows, dtype=torch.long, device=device)
 
     def prepare(self, streams: Sequence[OrpheusStream], emits: Sequence[bool], padded: int) -> None:
@@ -33,10 +36,10 @@ class OrpheusGraphEmitter:
         self.sampler.prepare([s.sampling for s in streams], emits, padded)
 
     def emit(self, hidden: Tensor) -> Tensor:
-        logits = self.family.backbone.compute_logits(hidden)
+        logits = self.backbone.compute_logits(hidden)
         candidates = None
-        if self.family.constrain_audio_tokens:
-            candidates = self.family.frame_candidates(logits, self.frame_positions[: hidden.shape[0]])
+        if self.constrain_audio_tokens:
+            candidates = self.layout.frame_candidates(logits, self.frame_positions[: hidden.shape[0]])
         return self.sampler.sample(logits, candidates)
 
     def outputs(self, emitted: Tensor) -> list[int]:

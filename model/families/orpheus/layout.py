@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 FRAME_TOKENS = 7
 ENGLISH_VOICES = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
 
@@ -45,6 +47,17 @@ class OrpheusTokenLayout:
     @property
     def vocab_end(self) -> int:
         return self.audio_offset + FRAME_TOKENS * self.codebook_size
+
+    def frame_candidates(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """[B, codebook_size + 1] token ids: the audio tokens valid at each stream's next frame
+        position (`positions` [B]), then end_of_speech. Ending is allowed only on a frame boundary
+        (so no half frame is left behind): elsewhere the end_of_speech logit is set to -inf, in
+        place. Fixed shapes and no host sync: the decode graph runs it too."""
+        low = self.audio_offset + positions * self.codebook_size
+        audio = low[:, None] + torch.arange(self.codebook_size, device=logits.device)
+        logits[:, self.end_of_speech].masked_fill_(positions != 0, float("-inf"))
+        end = torch.full_like(low, self.end_of_speech)[:, None]
+        return torch.cat([audio, end], dim=1)
 
     def code_of(self, token_id: int, position: int) -> int | None:
         """The code a token carries at frame position `position`, or None if it is not a valid

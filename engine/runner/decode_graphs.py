@@ -4,18 +4,16 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor
 
-from engine.gpu_config import GpuConfig
+from engine.config import EngineConfig
 from engine.graph_capture import capture_graph
 from model.attention.metadata import AttentionMetadata
-from model.families.base import GraphEmitter, StreamState
-
-if TYPE_CHECKING:
-    from engine.model_runner import ModelRunner
+from model.backbone import Backbone
+from model.families.base import GraphEmitter, SpeechFamily, StreamState
 
 logger = logging.getLogger("chorus.engine")
 
@@ -37,7 +35,7 @@ class DecodeGraphs:
 
     def __init__(
         self,
-        backbone: torch.nn.Module,
+        backbone: Backbone,
         kv_caches: list[Tensor],
         block_size: int,
         batch_sizes: list[int],
@@ -54,9 +52,8 @@ class DecodeGraphs:
         self.max_model_len = max_model_len
         device = kv_caches[0].device
         largest = self.batch_sizes[-1]
-        weight = next(backbone.parameters())
         max_blocks = -(-max_model_len // block_size)
-        self.embeds = torch.zeros(largest, backbone.config.hidden_size, dtype=weight.dtype, device=device)
+        self.embeds = torch.zeros(largest, backbone.hidden_size, dtype=backbone.dtype, device=device)
         self.hidden = torch.zeros_like(self.embeds)
         self.positions = torch.zeros(largest, dtype=torch.int64, device=device)
         self.query_start_loc = torch.arange(largest + 1, dtype=torch.int32, device=device)
@@ -128,25 +125,28 @@ class DecodeGraphs:
         )
 
 
-def attach_decode_graphs(
-    runner: ModelRunner, config: GpuConfig, max_num_seqs: int, max_model_len: int
-) -> bool:
-    """Captures decode graphs for `runner` and makes it replay them; returns whether it did. Nothing happens
-    off CUDA, with graphs disabled, or with an attention backend that cannot be captured."""
-    if runner.device.type != "cuda" or not config.cuda_graphs:
-        return False
-    backbone = runner.family.backbone
-    backend = backbone.layers[0].self_attn.attention
+def capture_decode_graphs(
+    family: SpeechFamily, kv_caches: list[Tensor], config: EngineConfig, device: torch.device
+) -> DecodeGraphs | None:
+    """Decode graphs of `family`'s backbone over `kv_caches`, captured at the padded batch sizes up to the
+    scheduler's `max_num_seqs`; None off CUDA, with graphs disabled, or with an attention backend that
+    cannot be captured."""
+    gpu = config.gpu
+    if device.type != "cuda" or not gpu.cuda_graphs:
+        return None
+    backbone = family.backbone
+    backend = backbone.attention_backend
     if not backend.supports_cuda_graphs:
         logger.warning("CUDA graphs are off: attention backend %r cannot be captured (use 'triton')", backend.name)
-        return False
+        return None
     started = time.perf_counter()
-    batch_sizes = config.graph_batch_sizes(max_num_seqs)
-    emitter = runner.family.graph_emitter(batch_sizes[-1]) if config.sample_in_graph else None
-    graphs = DecodeGraphs(backbone, runner.kv_caches, runner.block_size, batch_sizes, max_model_len, emitter)
+    batch_sizes = gpu.graph_batch_sizes(config.scheduler.max_num_seqs)
+    emitter = family.graph_emitter(batch_sizes[-1]) if gpu.sample_in_graph else None
+    graphs = DecodeGraphs(
+        backbone, kv_caches, config.cache.block_size, batch_sizes, family.max_model_len, emitter
+    )
     with torch.inference_mode():
         graphs.capture()
-    runner.decode_graphs = graphs
     logger.info("captured %d decode graphs (batch %s%s) in %.1f s", len(graphs.batch_sizes), graphs.batch_sizes,
                 ", with sampling" if emitter is not None else "", time.perf_counter() - started)
-    return True
+    return graphs

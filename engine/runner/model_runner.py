@@ -1,19 +1,21 @@
-"""Turns a scheduled step into one forward over a flat batch, and its outputs."""
+"""Turns a scheduled step into one forward over a flat batch, and its outputs; `build_model_runner` sets
+up what that needs (KV cache, fused ops, decode graphs) from an engine config."""
 from __future__ import annotations
 
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
+from engine.config import EngineConfig
+from engine.runner.decode_graphs import DecodeGraphs, capture_decode_graphs
+from engine.runner.kv_setup import build_kv_cache
+from memory.kv_cache_manager import KVCacheManager
 from model.attention.metadata import AttentionMetadata
 from model.families.base import SpeechFamily, StreamState
 from scheduler.output import ScheduledChunk
-
-if TYPE_CHECKING:
-    from engine.cuda_graphs import DecodeGraphs
 
 
 @dataclass(slots=True)
@@ -27,26 +29,27 @@ class StepResult:
 
 
 class ModelRunner:
-    """Owns the KV tensors' use: builds positions, slot mappings and block tables for a step and
-    runs the family's embed → backbone → head → emit. Stateless between steps except for the caches.
-    With `decode_graphs` set (CUDA only, see engine/cuda_graphs.py), decode-only steps replay a
-    captured graph of the backbone (and of head and emit, when the family has a graph emitter)
-    instead of running them eagerly; every other step runs eagerly."""
+    """Owns the KV cache (its tensors and `kv_manager`, whose block tables the scheduler fills):
+    builds positions, slot mappings and block tables for a step and runs the family's embed →
+    backbone → head → emit. Stateless between steps except for the caches. With `decode_graphs`
+    (CUDA only), decode-only steps replay a captured graph of the backbone (and of head and emit,
+    when the family has a graph emitter) instead of running them eagerly; every other step runs
+    eagerly. `build_model_runner` makes one from an engine config."""
 
     def __init__(
         self,
         family: SpeechFamily,
+        kv_manager: KVCacheManager,
         kv_caches: list[torch.Tensor],
-        block_size: int,
-        block_table_of: Callable[[str], list[int]],
         device: torch.device,
+        decode_graphs: DecodeGraphs | None = None,
     ) -> None:
         self.family = family
+        self.kv_manager = kv_manager
         self.kv_caches = kv_caches
-        self.block_size = block_size
-        self.block_table_of = block_table_of
+        self.block_size = kv_manager.block_size
         self.device = device
-        self.decode_graphs: DecodeGraphs | None = None
+        self.decode_graphs = decode_graphs
 
     def execute(self, chunks: Sequence[ScheduledChunk], streams: dict[str, StreamState]) -> StepResult:
         if not chunks:
@@ -72,7 +75,7 @@ class ModelRunner:
         meta = AttentionMetadata.build(
             query_lens=[c.num_new_tokens for c in chunks],
             context_lens=[c.start for c in chunks],
-            block_tables=[self.block_table_of(c.seq.request_id) for c in chunks],
+            block_tables=[self.kv_manager.block_ids(c.seq.request_id) for c in chunks],
             block_size=self.block_size,
             device=self.device,
         )
@@ -112,3 +115,13 @@ class ModelRunner:
             outputs={c.seq.request_id: out for c, out in zip(emitting, outputs)},
             forward_seconds=forward_seconds,
         )
+
+
+def build_model_runner(family: SpeechFamily, config: EngineConfig, device: torch.device) -> ModelRunner:
+    """Sizes and allocates the KV cache (profiling a step first on CUDA), then on CUDA fuses the
+    backbone's ops when `config.gpu.fused_ops` asks and captures its decode graphs when enabled."""
+    kv_manager, kv_caches = build_kv_cache(family, config, device)
+    if config.gpu.fused_ops and device.type == "cuda":
+        family.backbone.fuse_ops()
+    decode_graphs = capture_decode_graphs(family, kv_caches, config, device)
+    return ModelRunner(family, kv_manager, kv_caches, device, decode_graphs)

@@ -10,6 +10,7 @@ from memory.kv_cache_manager import KVCacheManager
 from memory.kv_tensors import KVLayout, kv_budget_bytes, kv_cache_dtype, num_blocks_for_budget
 from model.attention.metadata import AttentionMetadata
 from model.families.base import SpeechFamily
+from scheduler.config import SchedulerConfig
 
 logger = logging.getLogger("chorus.engine")
 
@@ -17,10 +18,11 @@ logger = logging.getLogger("chorus.engine")
 def build_kv_cache(
     family: SpeechFamily, config: EngineConfig, device: torch.device
 ) -> tuple[KVCacheManager, list[torch.Tensor]]:
-    arch = family.backbone.config
-    dtype = kv_cache_dtype(config.cache, next(family.backbone.parameters()).dtype)
+    backbone = family.backbone
+    spec = backbone.kv_spec
+    dtype = kv_cache_dtype(config.cache, backbone.dtype)
     block_size = config.cache.block_size
-    layout = KVLayout(arch.num_hidden_layers, arch.num_key_value_heads, arch.head_dim, block_size, dtype)
+    layout = KVLayout(spec.num_layers, spec.num_kv_heads, spec.head_dim, block_size, dtype)
     num_blocks = config.cache.num_blocks
     if num_blocks is None:
         peak = profile_peak_step_bytes(family, config, layout, device) if device.type == "cuda" else 0
@@ -40,33 +42,41 @@ def build_kv_cache(
     return manager, kv_caches
 
 
-@torch.inference_mode()
 def profile_peak_step_bytes(
     family: SpeechFamily, config: EngineConfig, layout: KVLayout, device: torch.device
 ) -> int:
-    """Peak device memory (weights included) while running one maximum-size step: a prefill of
-    `max_num_batched_tokens` tokens whose logits are taken at `max_num_seqs` rows. The scratch
-    KV cache it needs is not counted: the real pool replaces it."""
-    num_tokens = config.scheduler.max_num_batched_tokens
-    num_blocks = -(-num_tokens // layout.block_size)
+    """Peak device memory (weights included) while running `run_largest_step`. The scratch KV cache
+    it needs is not counted: the real pool replaces it."""
+    num_blocks = -(-config.scheduler.max_num_batched_tokens // layout.block_size)
     scratch = layout.allocate(num_blocks, device)
     scratch_bytes = num_blocks * layout.bytes_per_block
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
+    run_largest_step(family, config.scheduler, scratch, layout.block_size)
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - scratch_bytes
+    del scratch
+    torch.cuda.empty_cache()
+    return peak
+
+
+@torch.inference_mode()
+def run_largest_step(
+    family: SpeechFamily, config: SchedulerConfig, kv_caches: list[torch.Tensor], block_size: int
+) -> torch.Tensor:
+    """One maximum-size step through the family's own output layer: a prefill of
+    `max_num_batched_tokens` tokens (zero embeddings: the memory a step takes does not depend on its
+    values) whose `head` runs at `max_num_seqs` rows; returns the head's output."""
+    backbone = family.backbone
+    num_tokens = config.max_num_batched_tokens
+    device = kv_caches[0].device
     meta = AttentionMetadata.build(
         query_lens=[num_tokens],
         context_lens=[0],
-        block_tables=[list(range(num_blocks))],
-        block_size=layout.block_size,
+        block_tables=[list(range(-(-num_tokens // block_size)))],
+        block_size=block_size,
         device=device,
     )
-    ids = torch.zeros(num_tokens, dtype=torch.long, device=device)
-    hidden = family.backbone.forward(
-        family.backbone.embed_tokens(ids), torch.arange(num_tokens, device=device), scratch, meta
-    )
-    family.backbone.compute_logits(hidden[: config.scheduler.max_num_seqs])
-    torch.cuda.synchronize(device)
-    peak = torch.cuda.max_memory_allocated(device) - scratch_bytes
-    del scratch, hidden
-    torch.cuda.empty_cache()
-    return peak
+    embeds = torch.zeros(num_tokens, backbone.hidden_size, dtype=backbone.dtype, device=device)
+    hidden = backbone.forward(embeds, torch.arange(num_tokens, device=device), kv_caches, meta)
+    return family.head(hidden[: config.max_num_seqs])
