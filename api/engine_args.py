@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from engine.audio.config import StreamingConfig
 from engine.config import EngineConfig
@@ -94,15 +95,8 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             policy=args.policy,
             max_waiting=args.max_waiting,
         ),
-        streaming=StreamingConfig(
-            first_chunk_frames=args.first_chunk_frames,
-            chunk_frames=args.chunk_frames,
-            urgent_slack_seconds=args.urgent_slack_seconds,
-            grow_chunks=args.grow_chunks,
-            left_context_frames=args.left_context_frames,
-            lookahead_frames=args.lookahead_frames,
-            crossfade_samples=args.crossfade_samples,
-        ),
+        # Each streaming flag is named after its field (None: the codec's own value).
+        streaming=StreamingConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(StreamingConfig)}),
         gpu=GpuConfig(cuda_graphs=not args.no_cuda_graphs, sample_in_graph=not args.no_sample_in_graph,
                       overlap_codec=not args.no_overlap_codec, codec_graphs=not args.no_codec_graphs,
                       fused_ops=args.fused_ops),
