@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.corpus import CorpusConfig, build_corpus
 from benchmarks.load import QUICK, main
 from benchmarks.trace import RequestTrace
@@ -17,6 +19,7 @@ def test_corpus_is_seeded_and_budgets_are_whole_frames():
     assert all(r.max_tokens % FRAME_TOKENS == 0 and r.max_tokens <= 164 for r in build_corpus(50, cap))
 
 
+@pytest.mark.slow  # a real sweep of two systems (about 15 s)
 def test_quick_run_engine_against_sequential(tmp_path, chorus_cache):
     report = main(["--quick", "--systems", "engine", "sequential", "--engine-mode", "inproc",
                    "--full-sweep", "--no-burst", "--out", str(tmp_path)])
