@@ -1,5 +1,6 @@
 """The import graph of the packages: no two modules need each other, and each package imports only
-the layers below it (api → engine → scheduler, memory, model; scheduler → memory).
+the layers below it (api → engine → scheduler, memory, model; scheduler → memory), and nothing
+outside tests imports training.
 
 Every import counts, at module level, inside a function or under TYPE_CHECKING: a cycle through a
 lazy or type-only import is still two modules that each need the other.
@@ -76,5 +77,19 @@ def test_each_package_imports_only_the_layers_below_it():
         for target in targets
         if (package := module.split(".")[0]) != (imported := target.split(".")[0])
         and imported not in MAY_IMPORT[package]
+    )
+    assert not strays
+
+
+def test_nothing_outside_tests_imports_training():
+    """Training code (teacher data, trainers) never reaches a server or a benchmark."""
+    outside = {**module_files(), **{
+        ".".join(path.relative_to(REPO).with_suffix("").parts): path for path in (REPO / "benchmarks").rglob("*.py")
+    }}
+    strays = sorted(
+        f"{module} -> {name}"
+        for module, path in outside.items()
+        for name in imported_names(module, path)
+        if name.split(".")[0] == "training"
     )
     assert not strays
