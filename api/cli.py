@@ -80,7 +80,8 @@ def _add_prompt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompt-workers", type=int, default=ApiSettings().prompt_workers,
         help="threads preparing prompts (text to phonemes, durations), first segments before later ones "
-             "(default 1: PROMPT_WORKERS_HELP)",
+             "(default 1: on the 2-core CPU a second one prepared no faster and would take cores from "
+             "the engine; see README)",
     )
 
 

@@ -31,7 +31,7 @@ class ApiSettings:
     # About 15 sentences, a minute of speech: well inside joe's context; Orpheus' text budget
     # (0.25 s a character) cuts its segments further after preparation.
     max_segment_chars: int = 1000
-    # NOTE: 1 on the 2-core machine: see README ("Long inputs") for the measurement.
+    # NOTE: 1 on the 2-core machine: the README's "Prompt preparation" paragraph has the measurement.
     prompt_workers: int = 1
 
     def __post_init__(self) -> None:
