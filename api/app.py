@@ -15,6 +15,8 @@ from api.body_limit import BodySizeLimitMiddleware
 from api.catalog import Catalog
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
+from api.planning import SegmentPlanner
+from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from engine.client import EngineClient
 from engine.config import EngineConfig
@@ -32,10 +34,11 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         app.state.catalog = Catalog(client.frontend)
         app.state.metrics = ApiMetrics(lambda: client.stats)
         await client.start()
-        # Token budgets and the splitting of long inputs follow the limits the engine enforces.
-        app.state.limits = client.limits
         try:
-            yield
+            async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
+                # Token budgets and the splitting of long inputs follow the limits the engine enforces.
+                app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
+                yield
         finally:
             await client.close()
 

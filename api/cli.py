@@ -7,12 +7,17 @@ import asyncio
 import logging
 import os
 import sys
+import time
 import wave
 from pathlib import Path
 
 import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
+from api.planning import SegmentPlanner
+from api.prompt_pool import PromptPool
+from api.settings import ApiSettings
+from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.client import EngineClient
 
 
@@ -22,36 +27,41 @@ def pcm16(samples: np.ndarray) -> bytes:
 
 
 async def _say(args: argparse.Namespace) -> int:
-    config = engine_config_from_args(args)
-    async with EngineClient(config) as client:
+    settings = ApiSettings(prompt_workers=args.prompt_workers)
+    async with EngineClient(engine_config_from_args(args)) as client, \
+            PromptPool(client.frontend.prepare, settings.prompt_workers) as pool:
         voice = args.voice or client.frontend.voices[0]
         if client.frontend.model_speed(args.speed) != args.speed:
             low, high = client.frontend.speed_range
             print(f"error: {client.frontend.model_name} speaks at speeds {low}-{high}; the HTTP API "
                   "time-stretches beyond that", file=sys.stderr)
             return 2
-        params = client.frontend.default_sampling()
-        if args.seed is not None:
-            params.seed = args.seed
+        params = client.frontend.default_sampling().replace(seed=args.seed)
         if args.max_tokens is not None:
-            params.max_tokens = args.max_tokens
-        with wave.open(str(args.output), "wb") as wav:
-            wav.setnchannels(1)
-            wav.setsampwidth(2)
-            wav.setframerate(client.sample_rate)
-            async for chunk in client.synthesize(args.text, voice, params, speed=args.speed):
-                wav.writeframes(pcm16(chunk.pcm))
-                if chunk.finished:
-                    m = chunk.metrics
-                    print(
-                        f"wrote {args.output}: {m.audio_seconds:.2f} s of audio, finish={chunk.finish_reason}, "
-                        f"time to first audio {m.time_to_first_audio or 0:.3f} s, "
-                        f"RTF {m.real_time_factor or 0:.3f}",
-                        file=sys.stderr,
-                    )
-                    if chunk.error:
-                        print(f"error: {chunk.error}", file=sys.stderr)
-                        return 1
+            params = params.replace(max_tokens=args.max_tokens)
+        planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
+        segments = planner.plan(args.text, voice, args.speed, params)
+        synthesis = SegmentedSynthesis(client, segments, voice, args.speed)
+        started = time.monotonic()
+        try:
+            await synthesis.start()
+            first_audio = time.monotonic() - started
+            samples = 0
+            with wave.open(str(args.output), "wb") as wav:
+                wav.setnchannels(1)
+                wav.setsampwidth(2)
+                wav.setframerate(client.sample_rate)
+                async for pcm in synthesis.pcm():
+                    wav.writeframes(pcm16(pcm))
+                    samples += pcm.size
+        except SynthesisFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            synthesis.close()
+    seconds = samples / client.sample_rate
+    print(f"wrote {args.output}: {seconds:.2f} s of audio, time to first audio {first_audio:.3f} s, "
+          f"RTF {(time.monotonic() - started) / max(seconds, 1e-9):.3f}", file=sys.stderr)
     return 0
 
 
@@ -59,11 +69,20 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from api.settings import ApiSettings
 
-    app = create_app(engine_config_from_args(args), ApiSettings(api_key=args.api_key or None))
+    app = create_app(engine_config_from_args(args),
+                     ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers))
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
+
+
+def _add_prompt_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prompt-workers", type=int, default=ApiSettings().prompt_workers,
+        help="threads preparing prompts (text to phonemes, durations), first segments before later ones "
+             "(default 1: on the 2-core CPU a second one prepared no faster and would take cores from "
+             "the engine; see README)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
     say.add_argument("--voice", default=None)
     say.add_argument("--seed", type=int, default=None)
-    say.add_argument("--max-tokens", type=int, default=None)
+    say.add_argument("--max-tokens", type=int, default=None, help="the most outputs of each segment")
     say.add_argument("--speed", type=float, default=1.0, help="speaking rate (models with rate control: joe)")
+    _add_prompt_args(say)
     add_engine_args(say)
     say.set_defaults(engine_mode="inproc")
     serve = sub.add_parser("serve", help="start the HTTP server")
@@ -86,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("CHORUS_API_KEY"),
         help="require 'Authorization: Bearer KEY' on /v1 and /metrics (default: $CHORUS_API_KEY)",
     )
+    _add_prompt_args(serve)
     add_engine_args(serve)
     # NOTE: bench and profile hand every further flag to benchmarks/ (see `chorus bench --help`).
     sub.add_parser("bench", help="load benchmark: TTFA, viability, capacity against baselines", add_help=False)

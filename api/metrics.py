@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -13,6 +13,11 @@ OUTCOMES = ("completed", "disconnected", "invalid", "rejected", "unavailable", "
 
 # Time to first audio spans tens of milliseconds (warm, idle GPU) to many seconds (overload).
 TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
+# A sentence's prompt takes milliseconds (Orpheus' tokenizer) to tens of ms (joe's front end); a
+# long segment or a deep queue, seconds.
+PROMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# The prompt pool's job kinds: a speech's first segment (its first audio waits on it), or a later one.
+PROMPT_KINDS = ("first", "later")
 
 
 class EngineStatsCollector(Collector):
@@ -46,6 +51,29 @@ class EngineStatsCollector(Collector):
         yield finished
 
 
+class PromptPoolMetrics:
+    """The prompt-preparation pool's measurements, each labelled by job kind (PROMPT_KINDS):
+    jobs queued now, how long a job waited before a worker took it, how long it prepared."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.queue_depth = Gauge(
+            "chorus_prompt_queue_depth", "Prompt preparations waiting for a worker", ["kind"], registry=self.registry
+        )
+        self.wait_seconds = Histogram(
+            "chorus_prompt_wait_seconds", "Queued to taken by a worker, per prompt preparation", ["kind"],
+            buckets=PROMPT_BUCKETS, registry=self.registry,
+        )
+        self.prepare_seconds = Histogram(
+            "chorus_prompt_prepare_seconds", "Preparation time of one segment's prompt", ["kind"],
+            buckets=PROMPT_BUCKETS, registry=self.registry,
+        )
+        for kind in PROMPT_KINDS:
+            self.queue_depth.labels(kind).set(0)
+            self.wait_seconds.labels(kind)
+            self.prepare_seconds.labels(kind)
+
+
 class ApiMetrics:
     """The app's registry. Invariant: every speech request is counted exactly once, under one
     outcome of OUTCOMES."""
@@ -63,6 +91,7 @@ class ApiMetrics:
         )
         for outcome in OUTCOMES:
             self._requests.labels(outcome)
+        self.prompts = PromptPoolMetrics(self.registry)
         self.registry.register(EngineStatsCollector(read_stats))
 
     def count_request(self, outcome: str) -> None:

@@ -1,54 +1,124 @@
-"""Turns one speech request's text into engine requests that each fit the model's context."""
+"""Turns one speech's text into engine requests that each fit the model's context: segments cut
+by text alone (api/text_split.py), each prepared in the prompt pool only when its turn is near."""
 from __future__ import annotations
 
-import functools
+import asyncio
+from collections import deque
+from dataclasses import dataclass
 
+from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from api.synthesis import Segment
-from api.text_split import split_text
+from api.text_split import cut_near, plan_texts
 from engine.outputs import EngineLimits
 from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 
+# A too-long segment is cut this far below the share of it that would fit, so that the head
+# fits the first time despite the prompt's length not being exactly proportional to the text's.
+_CUT_MARGIN = 0.9
 
-def plan_segments(
-    text: str,
-    voice: str,
-    frontend: PromptFrontend,
-    settings: ApiSettings,
-    limits: EngineLimits,
-    seed: int | None = None,
-    speed: float = 1.0,
-) -> list[Segment]:
-    """One segment when the whole text fits (prompt + its outputs within the context: known
-    exactly when prompt processing fixes the length, else the text's output budget), otherwise
-    the fewest sentence-aligned segments that each fit."""
-    base: SamplingParams = frontend.default_sampling()
 
-    def output_budget(piece: str) -> int:
-        return min(base.max_tokens, settings.max_tokens_for(piece, limits.outputs_per_second))
+class NothingToSpeak(ValueError):
+    """No segment of the speech has anything the front end can speak (only punctuation)."""
 
-    @functools.cache  # fits and the filter below ask about the same pieces
-    def prepared(piece: str) -> SpeechPrompt | None:
+
+@dataclass(slots=True)
+class _Planned:
+    text: str
+    index: int  # the planned segment it is (a piece of): its place in the order of need
+    job: asyncio.Future | None = None
+
+
+class SpeechSegments:
+    """One speech's segments, prepared in order, each when the one before it is handed out.
+    Invariants: `next` hands out the text's segments in order, each once, each with a prompt
+    that fits the engine's context (a segment that does not is cut, and only its pieces are
+    prepared again); pieces with nothing to speak are dropped, and if every piece is, the first
+    `next` raises NothingToSpeak; at most one segment is prepared ahead of those handed out;
+    `close` cancels every preparation still pending."""
+
+    def __init__(self, planner: SegmentPlanner, texts: list[str], voice: str, speed: float,
+                 params: SamplingParams) -> None:
+        self._planner = planner
+        self._voice = voice
+        self._speed = speed
+        self._params = params
+        self._arrival = planner.pool.next_arrival()
+        self._pending = deque(_Planned(text, index) for index, text in enumerate(texts))
+        self._handed_out = 0
+
+    async def next(self) -> Segment | None:
+        """The next segment, prepared; None after the last."""
+        while self._pending:
+            planned = self._pending[0]
+            prompt = await self._prepared(planned)
+            self._pending.popleft()
+            segment = None if prompt is None else self._fitted(planned, prompt)
+            if segment is not None:
+                self._handed_out += 1
+                if self._pending:
+                    self._submit(self._pending[0])  # ahead of need: ready before this one ends
+                return segment
+        if not self._handed_out:
+            raise NothingToSpeak("nothing to speak in the input")
+        return None
+
+    def close(self) -> None:
+        for planned in self._pending:
+            if planned.job is not None:
+                planned.job.cancel()
+
+    def _fitted(self, planned: _Planned, prompt: SpeechPrompt) -> Segment | None:
+        """The segment when its prompt and outputs fit the context; else None, its text cut in two
+        pieces that take its place at the front (a single character is left to the engine, which
+        refuses it by name)."""
+        budget = self._output_budget(planned.text)
+        expected = self._planner.frontend.expected_outputs(prompt)
+        needed = len(prompt.token_ids) + (budget if expected is None else expected)
+        context = self._planner.limits.context_tokens
+        if needed <= context or len(planned.text) < 2:
+            return Segment(planned.text, self._params.replace(max_tokens=budget), prompt)
+        head, tail = cut_near(planned.text, int(len(planned.text) * context / needed * _CUT_MARGIN))
+        self._pending.extendleft([_Planned(tail, planned.index), _Planned(head, planned.index)])
+        return None
+
+    def _submit(self, planned: _Planned) -> None:
+        if planned.job is None:
+            planned.job = self._planner.pool.submit(
+                planned.text, self._voice, self._speed, arrival=self._arrival, index=planned.index,
+                first=not self._handed_out,
+            )
+
+    async def _prepared(self, planned: _Planned) -> SpeechPrompt | None:
         """The piece's prompt, or None when the front end finds nothing to speak in it."""
+        self._submit(planned)
         try:
-            return frontend.prepare(piece, voice, speed)
+            return await planned.job
         except VoiceNotFoundError:
             raise
         except ValueError:
             return None
 
-    def fits(piece: str) -> bool:
-        prompt = prepared(piece)
-        if prompt is None:
-            return True  # nothing to speak (a lone "..."): it takes no room, and is dropped below
-        outputs = frontend.expected_outputs(prompt)
-        return len(prompt.token_ids) + (output_budget(piece) if outputs is None else outputs) <= limits.context_tokens
+    def _output_budget(self, text: str) -> int:
+        """The text's output budget (what an Orpheus request may produce), within the params'."""
+        rate = self._planner.limits.outputs_per_second
+        return min(self._params.max_tokens, self._planner.settings.max_tokens_for(text, rate))
 
-    stripped = text.strip()
-    pieces = [stripped] if fits(stripped) else split_text(text, fits)
-    spoken = [piece for piece in pieces if prepared(piece) is not None]
-    if not spoken:
-        raise ValueError(f"nothing to speak in {text!r}")
-    return [Segment(piece, base.replace(max_tokens=output_budget(piece), seed=seed), prepared(piece))
-            for piece in spoken]
+
+class SegmentPlanner:
+    """Plans every speech of one engine: the text cut and the segment sizes from `settings`, the
+    fit against the engine's `limits`, the prompts from `pool`. Holds no per-speech state."""
+
+    def __init__(self, pool: PromptPool, frontend: PromptFrontend, settings: ApiSettings,
+                 limits: EngineLimits) -> None:
+        self.pool = pool
+        self.frontend = frontend
+        self.settings = settings
+        self.limits = limits
+
+    def plan(self, text: str, voice: str, speed: float = 1.0, params: SamplingParams | None = None) -> SpeechSegments:
+        """The speech's segments, none prepared yet. `params` (default: the model's) apply to
+        every segment, each with its own output budget."""
+        texts = plan_texts(text, self.settings.first_segment_max_words, self.settings.max_segment_chars)
+        return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())

@@ -13,7 +13,7 @@ from api import sse
 from api.audio.encoders import MEDIA_TYPES, supported_rates
 from api.audio.pipeline import AudioPipeline
 from api.errors import ApiError
-from api.planning import plan_segments
+from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.errors import EngineDeadError, RequestRejected
@@ -70,19 +70,16 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
         )
     # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
     model_speed = engine.frontend.model_speed(body.speed)
-    try:
-        segments = await asyncio.to_thread(plan_segments, body.input, voice, engine.frontend, state.settings,
-                                           state.limits, body.seed, model_speed)
-    except ValueError as exc:
-        # Besides an unknown voice: the front end found nothing it can speak (only punctuation).
-        error = _as_api_error(exc, state.settings.retry_after_seconds)
-        raise error or ApiError(400, f"The input cannot be spoken: {exc}", "invalid_value", "input") from exc
+    params = engine.frontend.default_sampling().replace(seed=body.seed)
+    segments = state.planner.plan(body.input, voice, model_speed, params)
     synthesis = SegmentedSynthesis(engine, segments, voice, model_speed)
     try:
         await synthesis.start()
     except BaseException as exc:
         synthesis.close()
         error = _as_api_error(exc, state.settings.retry_after_seconds)
+        if error is None and isinstance(exc, NothingToSpeak):
+            error = ApiError(400, f"The input cannot be spoken: {exc}", "invalid_value", "input")
         if error is None:
             raise
         raise error from exc

@@ -13,6 +13,11 @@ class ApiSettings:
     minutes: `(min_audio_seconds + characters * audio_seconds_per_char) * outputs_per_second`, the
     rate the engine reports for its model (EngineLimits).
     Conversational English runs near 0.07 s per character; 0.25 leaves room for slow voices.
+
+    A speech's first engine request is its first sentence (at most `first_segment_max_words`
+    words of it); later ones pack whole sentences, up to as many characters as came before them
+    and at most `max_segment_chars` (api/text_split.py). `prompt_workers` threads prepare prompts
+    (api/prompt_pool.py).
     """
 
     api_key: str | None = None
@@ -22,6 +27,12 @@ class ApiSettings:
     min_audio_seconds: float = 2.0
     # Seconds a client is told to wait (Retry-After) when the engine's queue is full.
     retry_after_seconds: int = 1
+    first_segment_max_words: int = 30
+    # About 15 sentences, a minute of speech: well inside joe's context; Orpheus' text budget
+    # (0.25 s a character) cuts its segments further after preparation.
+    max_segment_chars: int = 1000
+    # NOTE: 1 on the 2-core machine: the README's "Prompt preparation" paragraph has the measurement.
+    prompt_workers: int = 1
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
@@ -34,6 +45,8 @@ class ApiSettings:
             raise ValueError("audio_seconds_per_char must be > 0 and min_audio_seconds >= 0")
         if self.retry_after_seconds < 1:
             raise ValueError(f"retry_after_seconds must be >= 1, got {self.retry_after_seconds}")
+        if self.first_segment_max_words < 1 or self.max_segment_chars < 1 or self.prompt_workers < 1:
+            raise ValueError("first_segment_max_words, max_segment_chars and prompt_workers must be >= 1")
 
     def max_tokens_for(self, text: str, outputs_per_second: float) -> int:
         seconds = self.min_audio_seconds + len(text) * self.audio_seconds_per_char

@@ -1,14 +1,15 @@
-"""One speech response's engine requests: its text segments, synthesized in order and streamed
-as one audio stream, the next segment's request running ahead of the current one's end."""
+"""One speech response's engine requests: its segments, synthesized in order and streamed as one
+audio stream, the next segment's request running ahead of the current one's end."""
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Protocol
 
 import numpy as np
 
 from engine.client import EngineClient
+from engine.errors import EngineDeadError
 from engine.outputs import AudioChunk
 from model.families.base import SpeechPrompt
 from model.sampling import SamplingParams
@@ -16,6 +17,8 @@ from model.sampling import SamplingParams
 # Edges of a join between segments are faded over this long so the step between two
 # independently generated waveforms cannot click.
 JOIN_FADE_SECONDS = 0.005
+# What a segment's queue holds instead of chunks when the speech has no further segment.
+_NO_MORE = object()
 
 
 class SynthesisFailed(RuntimeError):
@@ -34,23 +37,34 @@ class Usage:
 
 @dataclass(slots=True)
 class Segment:
-    """One engine request of a speech request; `prompt` is its text already prepared by planning
-    (None: the engine client prepares it), so that no text is processed twice."""
+    """One engine request of a speech request: its text, already prepared into `prompt` (which
+    fits the engine's context with `params.max_tokens` outputs)."""
 
     text: str
     params: SamplingParams
-    prompt: SpeechPrompt | None = None
+    prompt: SpeechPrompt
+
+
+class SegmentSource(Protocol):
+    """A speech's segments in order (api/planning.py's SpeechSegments)."""
+
+    async def next(self) -> Segment | None:
+        """The next prepared segment; None after the last. Raises when the first cannot be had."""
+
+    def close(self) -> None:
+        """Drops whatever is still being prepared."""
 
 
 class SegmentedSynthesis:
-    """Streams the audio of `segments` in order. Invariants: each segment's audio is yielded once,
-    whole and in order; at most two engine requests are open (the one being streamed and the
-    next); `close` aborts whatever is still open. Errors that stop segment 0 before any audio
-    (full queue, bad prompt) surface from `start`, so the caller can still answer with a status."""
+    """Streams the audio of a speech's segments in order. Invariants: each segment's audio is
+    yielded once, whole and in order; at most two engine requests are open (the one being
+    streamed, and the next, whose prompt is taken from `segments` once the current one starts
+    streaming); segments after the first go to the engine as continuations; `close` aborts what
+    is open and drops preparations still pending. Errors that stop segment 0 before any audio
+    (nothing to speak, unknown voice, full queue) surface from `start`, so the caller can still
+    answer with a status."""
 
-    def __init__(self, client: EngineClient, segments: list[Segment], voice: str, speed: float = 1.0) -> None:
-        if not segments:
-            raise ValueError("nothing to synthesize")
+    def __init__(self, client: EngineClient, segments: SegmentSource, voice: str, speed: float = 1.0) -> None:
         self._client = client
         self._segments = segments
         self._voice = voice
@@ -58,71 +72,87 @@ class SegmentedSynthesis:
         self._queues: list[asyncio.Queue] = []
         self._tasks: list[asyncio.Task] = []
         self._first: AudioChunk | None = None
+        # How many segments the speech has, once the segment after the last has been asked for.
+        self._count: int | None = None
         self.usage = Usage()
         self.sample_rate = client.sample_rate
         self._fade = np.sin(np.linspace(0.0, np.pi / 2, max(1, int(JOIN_FADE_SECONDS * self.sample_rate)))) ** 2
 
     async def start(self) -> None:
-        """Opens segment 0 and waits for its first chunk (or its refusal)."""
+        """Opens segment 0 (its prompt first) and waits for its first chunk (or its refusal)."""
         self._open_next()
-        self._first = await self._next_chunk(0)
+        self._first = await self._next_item(0)
 
     async def pcm(self) -> AsyncIterator[np.ndarray]:
         """Float32 PCM at the model's rate, the segments joined with short fades."""
         held = np.zeros(0, dtype=np.float32)
-        for index in range(len(self._segments)):
+        index, item = 0, self._first
+        while item is not _NO_MORE:
+            if held.size:  # the previous segment's end, held back: this is a join
+                yield held * self._fade[::-1][-held.size:]
+                held = held[:0]
             fade_in = index > 0
-            async for chunk in self._segment_chunks(index):
+            async for chunk in self._segment_chunks(index, item):
                 samples = np.concatenate([held, chunk.pcm.astype(np.float32)])
                 if fade_in and samples.size:
                     n = min(samples.size, self._fade.size)
                     samples[:n] *= self._fade[:n]
                     fade_in = False
-                # Hold back the fade length: it is faded out if this turns out to be a join.
-                cut = max(0, samples.size - self._fade.size) if index + 1 < len(self._segments) else samples.size
+                # Hold back the fade length unless this is the last segment: it is faded out if a
+                # join follows.
+                cut = samples.size if self._count == index + 1 else max(0, samples.size - self._fade.size)
                 held = samples[cut:]
                 if cut:
                     yield samples[:cut]
-            if held.size:
-                yield held * self._fade[::-1][-held.size:]
-                held = held[:0]
+            index += 1
+            item = await self._next_item(index)
+        if held.size:
+            yield held
 
     def close(self) -> None:
-        """Cancels the open requests' tasks; each aborts its engine request as it unwinds."""
+        """Cancels the open requests' tasks (each aborts its engine request as it unwinds) and the
+        preparations still pending."""
         for task in self._tasks:
             task.cancel()
+        self._segments.close()
 
-    async def _segment_chunks(self, index: int) -> AsyncIterator[AudioChunk]:
-        chunk = self._first if index == 0 else await self._next_chunk(index)
+    async def _segment_chunks(self, index: int, chunk: AudioChunk) -> AsyncIterator[AudioChunk]:
         while True:
-            if index + 1 == len(self._queues) and index + 1 < len(self._segments):
+            if index + 1 == len(self._queues):
                 self._open_next()  # the current segment has started: run the next one ahead
             if chunk.finish_reason == "error":
                 raise SynthesisFailed(chunk.error or "the engine failed this request")
             yield chunk
             if chunk.finished:
                 return
-            chunk = await self._next_chunk(index)
+            chunk = await self._next_item(index)
 
-    async def _next_chunk(self, index: int) -> AudioChunk:
+    async def _next_item(self, index: int):
+        """Segment `index`'s next chunk, or _NO_MORE when there is no such segment."""
         item = await self._queues[index].get()
         if isinstance(item, BaseException):
-            raise item
-        if item.finished and item.metrics is not None:
+            if index == 0 or isinstance(item, EngineDeadError):
+                raise item
+            raise SynthesisFailed(f"segment {index + 1} failed: {item}") from item
+        if item is not _NO_MORE and item.finished and item.metrics is not None:
             self.usage.input_tokens += item.metrics.prompt_tokens
             self.usage.output_tokens += item.metrics.output_tokens
         return item
 
     def _open_next(self) -> None:
-        segment = self._segments[len(self._queues)]
         queue: asyncio.Queue = asyncio.Queue()
         self._queues.append(queue)
-        self._tasks.append(asyncio.create_task(self._pump(segment, queue)))
+        self._tasks.append(asyncio.create_task(self._pump(len(self._queues) - 1, queue)))
 
-    async def _pump(self, segment: Segment, queue: asyncio.Queue) -> None:
+    async def _pump(self, index: int, queue: asyncio.Queue) -> None:
         try:
+            segment = await self._segments.next()
+            if segment is None:
+                self._count = index
+                queue.put_nowait(_NO_MORE)
+                return
             async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed,
-                                                       prompt=segment.prompt):
+                                                       prompt=segment.prompt, continuation=index > 0):
                 queue.put_nowait(chunk)
         except Exception as exc:  # handed to the consumer, which raises it in order
             queue.put_nowait(exc)

@@ -1,51 +1,83 @@
-"""Cuts a long input into pieces that each fit one request, at the most natural boundary."""
+"""Cuts a speech's text into segments by text alone (no prompt preparation): the first sentence
+first, then whole sentences in segments that grow; and, for a prepared segment that turns out
+too long, the cut nearest a length at the most natural boundary.
+
+Every function here returns consecutive pieces of its input, stripped of the whitespace between
+them, and cuts only where whitespace is (except `cut_near` inside a single over-long word): so
+joining the pieces with spaces gives the input's words, each once, in order.
+"""
 from __future__ import annotations
 
 import re
-from typing import Callable
 
-# Finer and finer boundaries: sentences (and line breaks), clauses, words. A piece that still
-# does not fit after words is cut by characters.
-_BOUNDARIES = (
-    re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+|\n\s*"),
-    re.compile(r"(?<=[,;:—–])\s+"),
-    re.compile(r"\s+"),
-)
+# Finer and finer boundaries: sentences (and line breaks), clauses, words.
+SENTENCE = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+|\n\s*")
+CLAUSE = re.compile(r"(?<=[,;:—–])\s+")
+WORD = re.compile(r"\s+")
+_BOUNDARIES = (SENTENCE, CLAUSE, WORD)
 
 
-def _pieces(text: str, level: int) -> list[str]:
-    if level >= len(_BOUNDARIES):
-        return list(text)
-    pieces, start = [], 0
-    for match in _BOUNDARIES[level].finditer(text):
-        pieces.append(text[start:match.end()])
-        start = match.end()
-    pieces.append(text[start:])
-    return [piece for piece in pieces if piece]
+def _cut_ends(text: str, boundary: re.Pattern) -> list[int]:
+    """Where the pieces of `text` at `boundary` end (each boundary's whitespace ends its piece),
+    strictly inside the text."""
+    return [match.end() for match in boundary.finditer(text) if 0 < match.end() < len(text)]
 
 
-def split_text(text: str, fits: Callable[[str], bool]) -> list[str]:
-    """Splits `text` into consecutive segments, each accepted by `fits`, packing as many whole
-    sentences into a segment as fit. The segments are the text's pieces in order, stripped of
-    the whitespace between them: no word is lost or repeated at a join."""
-    return [segment.strip() for segment in _pack(text, fits, 0) if segment.strip()]
+def _word_count(text: str) -> int:
+    return len(text.split())
 
 
-def _pack(text: str, fits: Callable[[str], bool], level: int) -> list[str]:
+def split_first(text: str, max_words: int) -> tuple[str, str]:
+    """(first segment, the rest): the text up to its first sentence end; when that sentence has
+    more than `max_words` words, its first clause if that has at most `max_words`, else its first
+    `max_words` words."""
+    text = text.strip()
+    sentence_ends = _cut_ends(text, SENTENCE)
+    end = sentence_ends[0] if sentence_ends else len(text)
+    if _word_count(text[:end]) > max_words:
+        clause_ends = _cut_ends(text[:end], CLAUSE)
+        if clause_ends and _word_count(text[:clause_ends[0]]) <= max_words:
+            end = clause_ends[0]
+        else:
+            end = _cut_ends(text[:end], WORD)[max_words - 1]
+    return text[:end].strip(), text[end:].strip()
+
+
+def pack_sentences(text: str, spoken_chars: int, max_chars: int) -> list[str]:
+    """Consecutive segments of whole sentences. Each holds as many sentences as fit in a budget
+    of the characters before it (`spoken_chars` precede `text`), at most `max_chars`, and at
+    least one: segments grow like the audio chunks do, so there are few joins and each segment is
+    short against the audio already ahead of it."""
+    starts = [0, *_cut_ends(text, SENTENCE)]
+    sentences = [text[start:end] for start, end in zip(starts, [*starts[1:], len(text)])]
     segments: list[str] = []
     current = ""
-    for piece in _pieces(text, level):
-        if fits((current + piece).strip()):
-            current += piece
-            continue
-        if current.strip():
-            segments.append(current)
-        if fits(piece.strip()) or level >= len(_BOUNDARIES):
-            # NOTE: a single character that does not fit is kept; the engine refuses it by name.
-            current = piece
-        else:
-            finer = _pack(piece, fits, level + 1)
-            segments.extend(finer[:-1])
-            current = finer[-1] if finer else ""
-    segments.append(current)
-    return segments
+    for sentence in sentences:
+        budget = min(max_chars, spoken_chars)
+        if current and len(current) + len(sentence) > budget:
+            segments.append(current.strip())
+            spoken_chars += len(current)
+            current = ""
+        current += sentence
+    segments.append(current.strip())
+    return [segment for segment in segments if segment]
+
+
+def plan_texts(text: str, first_max_words: int, max_chars: int) -> list[str]:
+    """The segments of a speech: `split_first`'s first segment, then `pack_sentences`."""
+    first, rest = split_first(text, first_max_words)
+    return [segment for segment in (first, *pack_sentences(rest, len(first), max_chars)) if segment]
+
+
+def cut_near(text: str, max_chars: int) -> tuple[str, str]:
+    """(head, tail) of a segment too long for one request: the head ends at the last boundary
+    within `max_chars` characters of the coarsest kind that has one there (sentence, clause,
+    word), else after `max_chars` characters (a word longer than that). Both are non-empty
+    when `text` has two or more characters."""
+    text = text.strip()
+    limit = max(1, min(max_chars, len(text) - 1))
+    for boundary in _BOUNDARIES:
+        ends = [end for end in _cut_ends(text, boundary) if end <= limit]
+        if ends:
+            return text[:ends[-1]].strip(), text[ends[-1]:].strip()
+    return text[:limit].strip(), text[limit:].strip()

@@ -97,12 +97,15 @@ class EngineClient:
         priority: int = 0,
         speed: float = 1.0,
         prompt: SpeechPrompt | None = None,
+        continuation: bool = False,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
         full queue), VoiceNotFoundError, or EngineDeadError. `speed` reaches models that control
         their own rate, within `frontend.speed_range`; the caller time-stretches the rest.
-        `prompt`, when given, is `frontend.prepare(text, voice, speed)` already done (planning
-        does it to size segments) and is used as is."""
+        `prompt`, when given, is `frontend.prepare(text, voice, speed)` already done (the API
+        prepares every prompt in its own pool) and is used as is; without it, this library path
+        prepares on the default executor. `continuation` marks a later segment of a speech whose
+        first segment the engine already took."""
         if prompt is None:
             # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
             # milliseconds that would otherwise stall every other stream's chunks on this loop.
@@ -115,7 +118,7 @@ class EngineClient:
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post(AddRequest(request_id, prompt, params, priority))
+        self._post(AddRequest(request_id, prompt, params, priority, continuation))
         finished = False
         try:
             while True:

@@ -14,6 +14,8 @@ class AddRequest:
     prompt: SpeechPrompt
     params: SamplingParams
     priority: int = 0
+    # A later segment of a speech whose first segment was already admitted.
+    continuation: bool = False
 
 
 @dataclass(slots=True)

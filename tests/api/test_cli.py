@@ -53,3 +53,21 @@ def test_streaming_flags_set_one_field_each_and_default_to_the_codec():
     assert engine_config_from_args(parser.parse_args(["--no-grow-chunks"])).streaming.grow_chunks is False
     with pytest.raises(ValueError, match="0: never urgent"):
         engine_config_from_args(parser.parse_args(["--urgent-slack-seconds", "-1"]))
+
+
+def test_say_speaks_every_segment_through_planning(chorus_cache, tmp_path):
+    """`chorus say` plans like the API: one engine request per segment, each `--max-tokens` long
+    (tiny-random's constrained tokens never stop early: 14 tokens are 2 frames of 2048 samples)."""
+    import wave
+
+    from api.cli import main
+    from api.text_split import plan_texts
+    from model.tiny_random import ensure_tiny_random
+
+    text = "First one. Second one here. Third one comes now. And a fourth to end it."
+    out = tmp_path / "say.wav"
+    code = main(["say", text, "-o", str(out), "--model", str(ensure_tiny_random()), "--device", "cpu",
+                 "--max-tokens", "14", "--seed", "1", "--num-kv-blocks", "256", "--num-threads", "1"])
+    assert code == 0
+    with wave.open(str(out)) as wav:
+        assert wav.getnframes() == len(plan_texts(text, 30, 1000)) * 2 * 2048

@@ -1,4 +1,5 @@
-"""Long inputs: sentence splitting, planning against the context, and seamless ordered streaming."""
+"""A speech's segments: prepared in the pool one ahead of need, each fitting the context, dropped
+when silent; and SegmentedSynthesis streaming them in order as one seamless stream."""
 from __future__ import annotations
 
 import asyncio
@@ -6,13 +7,13 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from api.planning import plan_segments
+from api.planning import NothingToSpeak, SegmentPlanner
+from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
-from api.text_split import split_text
+from api.text_split import plan_texts
+from benchmarks.data import eval_sentences
 from engine.outputs import AudioChunk, EngineLimits, RequestMetrics
 from model.config import ModelConfig
 from model.families.base import SpeechPrompt
@@ -20,40 +21,19 @@ from model.loader import load_frontend
 from model.sampling import SamplingParams
 from model.tiny_random import ensure_tiny_random
 
-WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
 # Planning only multiplies budgets by the engine's rate; this is about Orpheus's.
 RATE = 82.0
-SENTENCES = st.lists(
-    st.tuples(st.lists(WORDS, min_size=1, max_size=8), st.sampled_from([".", "!", "?", ",", ";", ""])),
-    min_size=1, max_size=12,
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(SENTENCES, st.integers(min_value=12, max_value=80))
-def test_split_keeps_every_word_once_in_order_and_each_segment_fits(sentences, limit):
-    text = " ".join(" ".join(words) + end for words, end in sentences)
-    segments = split_text(text, lambda s: len(s) <= limit)
-    assert "".join(segments).replace(" ", "") == text.replace(" ", "")  # nothing lost or repeated
-    assert all(len(s) <= limit for s in segments)
-    if all(len(word) <= limit for word in text.split()):  # words are only cut when they must be
-        assert " ".join(segments).split() == text.split()
-
-
-def test_split_prefers_sentence_boundaries():
-    text = "First sentence here. Second one follows! Third, with a clause; and more."
-    assert split_text(text, lambda s: len(s) <= 45) == ["First sentence here. Second one follows!", "Third, with a clause; and more."]
-    assert split_text(text, lambda s: len(s) <= 25) == ["First sentence here.", "Second one follows!", "Third, with a clause;", "and more."]
 
 
 class LettersOnlyFrontend:
-    """A front end that, like espeak, finds nothing to say in text without letters."""
-
-    def default_sampling(self):
-        return SamplingParams()
+    """A front end that, like espeak, finds nothing to say in text without letters; one token per
+    character, and as many outputs as tokens. Records every text it prepares."""
 
     def __init__(self) -> None:
         self.prepared: list[str] = []
+
+    def default_sampling(self):
+        return SamplingParams()
 
     def prepare(self, text, voice, speed=1.0):
         self.prepared.append(text)
@@ -65,103 +45,209 @@ class LettersOnlyFrontend:
         return len(prompt.token_ids)
 
 
-def test_pieces_with_nothing_to_speak_are_dropped_not_fatal():
-    settings = ApiSettings()
-    dots = "... " * 8  # too long to share a segment with a sentence: it becomes one of its own
-    text = dots + " ".join(f"Sentence {i} is here." for i in range(6)) + " " + dots
-    assert "Sentence" not in split_text(text, lambda s: len(s) <= 30)[0]
+class RecordingPool(PromptPool):
+    """Records each submission as (text, first)."""
+
+    def __init__(self, prepare) -> None:
+        super().__init__(prepare)
+        self.submitted: list[tuple[str, bool]] = []
+
+    def submit(self, text, voice, speed, *, arrival, index, first):
+        self.submitted.append((text, first))
+        return super().submit(text, voice, speed, arrival=arrival, index=index, first=first)
+
+
+def planner(pool, frontend, context: int = 10_000, **settings) -> SegmentPlanner:
+    return SegmentPlanner(pool, frontend, ApiSettings(**settings), EngineLimits(context, RATE))
+
+
+async def handed_out(segments) -> list[Segment]:
+    out = []
+    while (segment := await segments.next()) is not None:
+        out.append(segment)
+    return out
+
+
+def plan_all(text: str, frontend, context: int = 10_000, **settings) -> list[Segment]:
+    async def main():
+        async with PromptPool(frontend.prepare) as pool:
+            return await handed_out(planner(pool, frontend, context, **settings).plan(text, "v"))
+
+    return asyncio.run(main())
+
+
+def spoken_words(text: str) -> list[str]:
+    return [word for word in text.split() if any(c.isalpha() for c in word)]
+
+
+def test_pieces_with_nothing_to_speak_are_dropped_and_a_silent_input_is_refused():
     frontend = LettersOnlyFrontend()
-    limits = EngineLimits(context_tokens=60, outputs_per_second=RATE)
-    segments = plan_segments(text, "v", frontend, settings, limits)
-    assert len(segments) > 1 and all(any(c.isalpha() for c in s.text) for s in segments)
-    # Each segment carries the prompt planning prepared for it, prepared once per piece.
+    text = "... Hello there. ... " + " ".join(f"Sentence {i} is here." for i in range(6)) + " !?"
+
+    async def main():
+        async with RecordingPool(frontend.prepare) as pool:
+            return await handed_out(planner(pool, frontend).plan(text, "v")), pool.submitted
+
+    segments, submitted = asyncio.run(main())
+    assert spoken_words(" ".join(s.text for s in segments)) == spoken_words(text)
+    assert all(spoken_words(s.text) for s in segments)
     assert all(s.prompt.token_ids == list(range(len(s.text))) for s in segments)
-    assert len(frontend.prepared) == len(set(frontend.prepared))
-    assert " ".join(s.text for s in segments).count("Sentence") == 6
-    with pytest.raises(ValueError, match="nothing to speak"):
-        plan_segments("... !", "v", LettersOnlyFrontend(), settings, limits)
+    # Segment 0 has nothing to speak: the next one is what the first audio waits on.
+    assert submitted[:3] == [("...", True), ("Hello there.", True), ("...", False)]
+    assert len(frontend.prepared) == len(plan_texts(text, 30, 1000))  # each piece prepared once
+    with pytest.raises(NothingToSpeak):
+        plan_all("... ! ?", LettersOnlyFrontend())
 
 
-def test_plan_fits_each_segment_into_the_context(chorus_cache):
+def test_a_segment_too_long_for_the_context_is_cut_and_only_its_pieces_prepared():
+    frontend = LettersOnlyFrontend()
+    text = "Hi. " + " ".join(f"Sentence {i} is here, with a few more words than fit." for i in range(8))
+    context = 60  # prompt + outputs = 2 per character: 30 characters per segment at most
+    segments = plan_all(text, frontend, context)
+    assert " ".join(s.text for s in segments).split() == text.split()
+    assert all(2 * len(s.text) <= context for s in segments)
+    planned = plan_texts(text, 30, 1000)
+    assert all(any(piece in whole for whole in planned) for piece in frontend.prepared)
+
+
+def test_tiny_random_segments_fit_the_context_with_their_text_budget(chorus_cache):
     frontend = load_frontend(ModelConfig(model=str(ensure_tiny_random())))
-    settings = ApiSettings(audio_seconds_per_char=0.05, min_audio_seconds=0.5)
+    fast = dict(audio_seconds_per_char=0.05, min_audio_seconds=0.5)
     text = " ".join(f"Sentence number {i} is here." for i in range(40))
-    limits = EngineLimits(context_tokens=600, outputs_per_second=RATE)
-    segments = plan_segments(text, "tara", frontend, settings, limits, seed=3)
-    assert len(segments) > 1
-    assert " ".join(s.text for s in segments) == text
+
+    async def main():
+        async with PromptPool(frontend.prepare) as pool:
+            params = frontend.default_sampling().replace(seed=3)
+            plan = planner(pool, frontend, 600, **fast).plan(text, "tara", params=params)
+            return await handed_out(plan)
+
+    segments = asyncio.run(main())
+    assert len(segments) > 1 and " ".join(s.text for s in segments) == text
+    settings = ApiSettings(**fast)
     for segment in segments:
-        prompt = len(frontend.prepare(segment.text, "tara").token_ids)
-        assert prompt + segment.params.max_tokens <= limits.context_tokens
+        assert len(segment.prompt.token_ids) + segment.params.max_tokens <= 600
         assert segment.params.max_tokens == settings.max_tokens_for(segment.text, RATE)
         assert segment.params.seed == 3
-    assert len(plan_segments("Short.", "tara", frontend, settings, limits)) == 1
+
+
+def test_one_segment_is_prepared_ahead_and_closing_drops_it():
+    frontend = LettersOnlyFrontend()
+    text = "One. Two. Three. Four."
+
+    async def main():
+        async with RecordingPool(frontend.prepare) as pool:
+            segments = planner(pool, frontend).plan(text, "v")
+            first = await segments.next()
+            submitted = list(pool.submitted)
+            segments.close()
+            return first, submitted, pool
+
+    first, submitted, pool = asyncio.run(main())
+    assert first.text == "One."
+    assert submitted == [("One.", True), ("Two.", False)]  # the next one, as a later segment
+    assert pool.metrics.registry.get_sample_value("chorus_prompt_queue_depth", {"kind": "later"}) == 0
+    assert frontend.prepared == ["One."]
 
 
 class FakeEngine:
-    """Yields `frames` chunks of constant value per segment (value = segment index + 1), slowly,
-    and records when each request starts, finishes or is abandoned."""
+    """Yields `frames` chunks of constant value per segment (its text's last number), slowly,
+    and records when each request starts (with how many prompts had been prepared by then, and
+    whether it is a continuation), finishes or is abandoned."""
 
     sample_rate = 1000
 
-    def __init__(self, frames: int = 4, samples: int = 100) -> None:
-        self.frames, self.samples = frames, samples
+    def __init__(self, frames: int = 4, samples: int = 100, frontend: LettersOnlyFrontend | None = None) -> None:
+        self.frames, self.samples, self.frontend = frames, samples, frontend
         self.events: list[tuple[str, str]] = []
-        self.prompts: list = []
+        self.starts: list[tuple[str, int, bool]] = []
 
-    async def synthesize(self, text, voice, params, speed=1.0, prompt=None):
+    async def synthesize(self, text, voice, params, speed=1.0, prompt=None, continuation=False):
         self.events.append(("start", text))
-        self.prompts.append(prompt)
+        self.starts.append((text, len(self.frontend.prepared) if self.frontend else 0, continuation))
         try:
             for i in range(self.frames):
                 await asyncio.sleep(0.01)
                 last = i == self.frames - 1
                 metrics = RequestMetrics(prompt_tokens=5, output_tokens=7 * self.frames) if last else None
-                value = float(text.split()[-1])
-                yield AudioChunk(text, np.full(self.samples, value, np.float32), self.sample_rate, last, "length" if last else None, metrics=metrics)
+                value = float(re.findall(r"\d+", text)[-1]) if re.search(r"\d", text) else 1.0
+                yield AudioChunk(text, np.full(self.samples, value, np.float32), self.sample_rate, last,
+                                 "length" if last else None, metrics=metrics)
             self.events.append(("finish", text))
         finally:
             if ("finish", text) not in self.events:
                 self.events.append(("abort", text))
 
 
-def segments(n: int) -> list[Segment]:
-    return [Segment(f"segment {i + 1}", SamplingParams(), SpeechPrompt(token_ids=[i])) for i in range(n)]
+class ListSource:
+    def __init__(self, segments: list[Segment]) -> None:
+        self._segments = list(segments)
+        self.closed = False
+
+    async def next(self):
+        return self._segments.pop(0) if self._segments else None
+
+    def close(self):
+        self.closed = True
+
+
+def numbered(n: int) -> ListSource:
+    return ListSource([Segment(f"segment {i + 1}", SamplingParams(), SpeechPrompt(token_ids=[i])) for i in range(n)])
+
+
+async def stream(engine, source) -> tuple[np.ndarray, SegmentedSynthesis]:
+    synthesis = SegmentedSynthesis(engine, source, "v")
+    await synthesis.start()
+    out = [pcm async for pcm in synthesis.pcm()]
+    synthesis.close()
+    return np.concatenate(out), synthesis
 
 
 def test_segments_stream_in_order_without_gaps_and_next_starts_early():
     engine = FakeEngine()
-
-    async def run():
-        synthesis = SegmentedSynthesis(engine, segments(3), "tara")
-        await synthesis.start()
-        out = [pcm async for pcm in synthesis.pcm()]
-        synthesis.close()
-        return np.concatenate(out), synthesis.usage
-
-    audio, usage = asyncio.run(run())
+    source = numbered(3)
+    audio, synthesis = asyncio.run(stream(engine, source))
     assert audio.size == 3 * engine.frames * engine.samples  # nothing dropped, nothing inserted
     # Each segment's body (outside the join fades) is its own value: in order, no repetition.
     length, fade = engine.frames * engine.samples, int(JOIN_FADE_SECONDS * engine.sample_rate)
     for k in range(3):
         assert np.all(audio[k * length + fade:(k + 1) * length - fade] == k + 1)
     # Joins are faded to zero on both sides; the stream's own start and end are not.
-    join = engine.frames * engine.samples
-    assert abs(audio[join - 1]) < 0.05 and abs(audio[join]) < 0.05
+    assert abs(audio[length - 1]) < 0.05 and abs(audio[length]) < 0.05
     assert audio[0] == 1.0 and audio[-1] == 3.0
     # The next segment's request started before the current one finished.
     order = engine.events
     assert order.index(("start", "segment 2")) < order.index(("finish", "segment 1"))
     assert order.index(("start", "segment 3")) < order.index(("finish", "segment 2"))
-    assert usage.as_dict() == {"input_tokens": 15, "output_tokens": 84, "total_tokens": 99}
-    assert [p.token_ids for p in engine.prompts] == [[0], [1], [2]]  # planning's prompts reach the engine
+    assert synthesis.usage.as_dict() == {"input_tokens": 15, "output_tokens": 84, "total_tokens": 99}
+    assert [continuation for *_, continuation in engine.starts] == [False, True, True]
+    assert source.closed
+
+
+def test_the_first_request_starts_with_only_its_own_prompt_prepared():
+    """The 30 benchmark sentences: the first engine request waits for the first sentence's prompt
+    alone; every word is spoken once, in order, over the segments."""
+    frontend = LettersOnlyFrontend()
+    engine = FakeEngine(frames=2, frontend=frontend)
+    text = " ".join(eval_sentences())
+
+    async def main():
+        async with PromptPool(frontend.prepare) as pool:
+            return await stream(engine, planner(pool, frontend).plan(text, "v"))
+
+    asyncio.run(main())
+    (first_text, prepared_by_then, continuation), *later = engine.starts
+    assert first_text == eval_sentences()[0] and prepared_by_then == 1 and not continuation
+    assert frontend.prepared[0] == first_text
+    assert all(continuation for *_, continuation in later)
+    assert " ".join(text for text, *_ in engine.starts).split() == text.split()
 
 
 def test_close_aborts_every_open_request():
     engine = FakeEngine(frames=50)
+    source = numbered(3)
 
     async def run():
-        synthesis = SegmentedSynthesis(engine, segments(3), "tara")
+        synthesis = SegmentedSynthesis(engine, source, "v")
         await synthesis.start()
         async for _ in synthesis.pcm():
             break
@@ -172,5 +258,5 @@ def test_close_aborts_every_open_request():
     started = {text for kind, text in engine.events if kind == "start"}
     aborted = {text for kind, text in engine.events if kind == "abort"}
     assert "segment 1" in started and "segment 3" not in started
-    assert aborted == started
+    assert aborted == started and source.closed
     assert not re.search("finish", str(engine.events))

@@ -1,0 +1,94 @@
+"""Cutting a speech's text by text alone: the first sentence first, whole sentences in growing
+segments after it, and the cut of a segment too long for one request."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.text_split import SENTENCE, cut_near, plan_texts
+
+WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
+# Sentences and clauses of up to 40 words, so that first sentences over 30 words occur.
+SENTENCES = st.lists(
+    st.tuples(st.lists(WORDS, min_size=1, max_size=40), st.sampled_from([".", "!", "?", ",", ";", ""])),
+    min_size=1, max_size=12,
+)
+
+
+def join(sentences) -> str:
+    return " ".join(" ".join(words) + end for words, end in sentences)
+
+
+def first_sentence_words(sentences) -> list[str]:
+    words: list[str] = []
+    for piece, end in sentences:
+        words += [*piece[:-1], piece[-1] + end]
+        if end in (".", "!", "?"):
+            break
+    return words
+
+
+def sentence_count(segment: str) -> int:
+    return len(SENTENCE.findall(segment)) + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(SENTENCES, st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=400))
+def test_segments_hold_every_word_once_in_order_first_sentence_first(sentences, max_words, max_chars):
+    text = join(sentences)
+    segments = plan_texts(text, max_words, max_chars)
+    assert " ".join(segments).split() == text.split()  # nothing lost, repeated or reordered
+    assert all(segment == segment.strip() and segment for segment in segments)
+    first, sentence = segments[0].split(), first_sentence_words(sentences)
+    if len(sentence) <= max_words:
+        assert first == sentence
+    else:  # a long first sentence: its first clause, or its first max_words words
+        assert first == sentence[:len(first)]
+        assert first[-1][-1] in ",;" if len(first) < max_words else len(first) == max_words
+    for k, segment in enumerate(segments[1:], start=1):
+        if k + 1 < len(segments):
+            assert segment[-1] in ".!?"  # later segments are whole sentences
+        if sentence_count(segment) > 1:  # growth: no more than came before, up to max_chars
+            assert len(segment) <= min(max_chars, len(" ".join(segments[:k])))
+
+
+def test_first_sentence_first_then_segments_that_grow():
+    text = "Hello there. " + " ".join(f"Sentence number {i} is here." for i in range(12))
+    segments = plan_texts(text, 30, 1000)
+    assert segments[:3] == ["Hello there.", "Sentence number 0 is here.", "Sentence number 1 is here."]
+    assert [sentence_count(s) for s in segments] == [1, 1, 1, 2, 4, 4]
+    assert [sentence_count(s) for s in plan_texts(text, 30, 60)] == [1, 1, 1, 2, 2, 2, 2, 2]
+
+
+def test_a_long_first_sentence_is_cut_at_its_first_clause_or_after_30_words():
+    words = [f"w{i}" for i in range(40)]
+    clause = " ".join(words[:12]) + ", " + " ".join(words[12:]) + ". Next one."
+    assert plan_texts(clause, 30, 1000)[:2] == [" ".join(words[:12]) + ",", " ".join(words[12:]) + "."]
+    late_clause = " ".join(words[:35]) + "; " + " ".join(words[35:]) + "."
+    assert plan_texts(late_clause, 30, 1000)[0] == " ".join(words[:30])
+    assert plan_texts(" ".join(words), 30, 1000) == [" ".join(words[:30]), " ".join(words[30:])]
+    short = " ".join(words[:30]) + ", and more."  # 32 words, but the clause holds 30
+    assert plan_texts(short, 30, 1000)[0] == " ".join(words[:30]) + ","
+
+
+@settings(max_examples=200, deadline=None)
+@given(SENTENCES, st.integers(min_value=1, max_value=200))
+def test_cut_near_keeps_every_word_at_the_coarsest_boundary_within_the_length(sentences, max_chars):
+    text = join(sentences)
+    if len(text) < 2:
+        return
+    head, tail = cut_near(text, max_chars)
+    assert head and tail
+    assert len(head) <= max(1, max_chars)
+    assert "".join((head + tail).split()) == "".join(text.split())
+    if len(text.split()[0]) + 1 <= min(max_chars, len(text) - 1):  # a word boundary is within reach
+        assert f"{head} {tail}".split() == text.split()
+    if any(0 < m.end() <= max_chars and m.end() < len(text) for m in SENTENCE.finditer(text)):
+        assert head[-1] in ".!?"
+
+
+def test_cut_near_prefers_sentences_then_clauses_then_words():
+    assert cut_near("One two. Three four, five six seven.", 25) == ("One two.", "Three four, five six seven.")
+    assert cut_near("Three four, five six seven.", 15) == ("Three four,", "five six seven.")
+    assert cut_near("Three four five", 12) == ("Three four", "five")
+    assert cut_near("abcdefgh", 3) == ("abc", "defgh")
