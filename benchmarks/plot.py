@@ -67,13 +67,16 @@ def plot_serving(report: dict, path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     ttfa_ax.set_yscale("log")
-    ttfa_ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    for axis_formatter in (ttfa_ax.yaxis.set_major_formatter, ttfa_ax.yaxis.set_minor_formatter):
+        axis_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ttfa_ax.set_ylabel("time to first audio p95, s (admitted requests)")
     viable_ax.set_ylabel("viable streams, % of admitted")
     viable_ax.set_ylim(0, 105)
     machine = report["machine"]
     fig.suptitle(f"Chorus vs Piper over HTTP on 127.0.0.1, voice joe, {report['date']}: {machine['processor']}, "
-                 f"{machine['cpus_usable']} CPUs (shared), commit {machine['commit'][:10]}", fontsize=9)
+                 f"{machine['cpus_usable']} CPUs (shared), commit {machine['commit'][:10]}\nclosed loop, "
+                 f"{report['workload']['level_seconds']:g} s per level, each server alone; grey: the capacity "
+                 f"bounds (p95 TTFA, viable %)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

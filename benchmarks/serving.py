@@ -38,6 +38,7 @@ from benchmarks.workloads import RunResult, burst, closed_loop, poisson
 SYSTEMS = ("chorus", "piper")
 # Piper answers WAV files only; Chorus's formats in the input-length run are `--input-formats`.
 PIPER_FORMAT = "wav"
+MIN_POISSON_REQUESTS = 20
 # Seconds of load: too short for Poisson arrivals to say anything, so none.
 QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, poisson_fractions=[],
              burst_multiples=[2.0], input_length_reps=1, input_formats=["pcm"], settle_seconds=5.0)
@@ -93,6 +94,12 @@ def derived_loads(levels: list[dict], args: argparse.Namespace) -> dict:
             "burst_sizes": [max(1, round(m * streams)) for m in args.burst_multiples]}
 
 
+def poisson_seconds(rate: float, args: argparse.Namespace) -> float:
+    """A level's length, longer at low rates so that about MIN_POISSON_REQUESTS arrive, up to
+    three levels' length (a percentile of a handful of requests says little)."""
+    return min(max(args.level_seconds, MIN_POISSON_REQUESTS / rate), 3 * args.level_seconds)
+
+
 async def measure_system(system: str, args: argparse.Namespace, loads: dict | None) -> dict:
     """Everything one system is measured on, with its server alone on the machine. `loads`
     (Poisson rates, burst sizes) come from the first system measured; None: this is it."""
@@ -118,7 +125,7 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
                 driver, requests, n, args.level_seconds, args.drain_seconds, done)) for n in args.concurrency]
             loads = loads or derived_loads(closed, args)
             poissons = [await measured(f"{rate:g}/s", rate, lambda done, rate=rate: poisson(
-                driver, requests, rate, args.level_seconds, args.drain_seconds, args.seed, done))
+                driver, requests, rate, poisson_seconds(rate, args), args.drain_seconds, args.seed, done))
                 for rate in loads["poisson_rates"]]
             bursts = [await measured(f"burst {n}", n, lambda done, n=n: burst(driver, requests, n, args.drain_seconds, done))
                       for n in loads["burst_sizes"]]

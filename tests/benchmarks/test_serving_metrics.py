@@ -148,3 +148,20 @@ def test_targets_without_a_peer_or_a_passing_level():
     assert checks["capacity (concurrent streams)"]["met"] is False
     assert checks["worst TTFA p95 up to capacity ÷ single-stream p95"]["value"] is None
     assert not any("Piper" in name for name in checks)
+
+
+def test_open_loop_loads_come_from_the_closed_loop_capacity():
+    from argparse import Namespace
+
+    from benchmarks.serving import derived_loads, poisson_seconds
+
+    args = Namespace(poisson_fractions=[0.5, 1.0], burst_multiples=[2.0, 4.0], level_seconds=20.0)
+    levels = [level(1, 100.0, 0.1) | {"mean_audio_s": 3.0}, level(2, 100.0, 0.2) | {"mean_audio_s": 4.0},
+              level(4, 50.0, 0.9) | {"mean_audio_s": 5.0}]
+    loads = derived_loads(levels, args)
+    # Capacity 2 streams, each busy 4 s per request: 0.5 requests per second at capacity.
+    assert loads["poisson_rates"] == [0.25, 0.5] and loads["burst_sizes"] == [4, 8]
+    assert derived_loads([level(1, 0.0, 2.0) | {"mean_audio_s": 3.0}], args)["burst_sizes"] == [2, 4]
+    assert poisson_seconds(2.0, args) == 20.0  # 40 arrivals expected in a level
+    assert poisson_seconds(0.5, args) == 40.0  # long enough for 20
+    assert poisson_seconds(0.1, args) == 60.0  # at most three levels
