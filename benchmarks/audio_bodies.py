@@ -13,6 +13,8 @@ PCM16_BYTES = 2
 
 
 class BodyAudio(Protocol):
+    """A reader of one response body, fed every byte of it in order, once."""
+
     def samples_in(self, data: bytes) -> int:
         """Samples that became playable with `data`, the next bytes of the body."""
 
