@@ -22,14 +22,15 @@ _WORDS = (
 @dataclass(slots=True)
 class BenchRequest:
     """One request of the workload: its text, voice, and the exact number of audio tokens every
-    system must generate for it (a whole number of 7-token frames)."""
+    system must generate for it (a whole number of 7-token frames), or None where the system
+    sizes the request from its text, as a server does for any HTTP client."""
 
     text: str
     voice: str
-    max_tokens: int
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_tokens < FRAME_TOKENS or self.max_tokens % FRAME_TOKENS:
+        if self.max_tokens is not None and (self.max_tokens < FRAME_TOKENS or self.max_tokens % FRAME_TOKENS):
             raise ValueError(f"max_tokens must be a positive multiple of {FRAME_TOKENS}, got {self.max_tokens}")
 
 

@@ -6,6 +6,9 @@ path; systems run one after the other in this one run, each alone on the machine
     python -m benchmarks.load                          # engine + the three baselines, ~10 min
     python -m benchmarks.load --systems engine --poisson-rates 2 4 8
     python -m benchmarks.load --http http://127.0.0.1:8000 --systems engine   # a running server
+
+Orpheus-shaped `tiny-random`, so it compares scheduling, not voices. The built-in voice `joe`
+over HTTP against Piper's own server: `python -m benchmarks.serving`.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ from tqdm import tqdm
 from api.engine_args import add_engine_args, engine_config_from_args
 from benchmarks.capacity import CapacityCriteria, capacity
 from benchmarks.corpus import BenchRequest, CorpusConfig, build_corpus
-from benchmarks.drivers import Driver, EngineDriver, HttpDriver
+from benchmarks.drivers import Driver, EngineDriver
+from benchmarks.http_drivers import chorus_driver
 from benchmarks.trace import RequestTrace, summarize
 from benchmarks.workloads import RunResult, closed_loop, poisson
 from model.families.orpheus.layout import FRAME_TOKENS
@@ -40,7 +44,7 @@ QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, max_audi
 def build_driver(system: str, args: argparse.Namespace) -> Driver:
     config = engine_config_from_args(args)
     if system == "engine":
-        return HttpDriver(args.http) if args.http else EngineDriver(config)
+        return chorus_driver(args.http) if args.http else EngineDriver(config)
     from benchmarks.baselines import ContinuousBatchingDriver, GenerateBatchDriver, SharedModel
 
     shared = SharedModel(config.model)

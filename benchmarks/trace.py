@@ -20,13 +20,18 @@ class RequestTrace:
     """One request as the client saw it: send time, each audio chunk's arrival time and sample count.
 
     Times share one monotonic clock for the whole run; `chunks` is in arrival order, so arrival
-    times never decrease.
+    times never decrease. A request ends one of three ways: served (`ok`), refused by the server
+    (`refused_at` set: an HTTP 429, `ok` False) or failed (`error` names how, `ok` False).
     """
 
     sent: float
     sample_rate: int
     chunks: list[tuple[float, int]] = field(default_factory=list)
     ok: bool = True
+    refused_at: float | None = None
+    # The refusal's Retry-After header as sent (None: absent).
+    retry_after: str | None = None
+    error: str | None = None
 
     def __post_init__(self) -> None:
         if self.sample_rate <= 0:
@@ -34,6 +39,25 @@ class RequestTrace:
 
     def record(self, arrival: float, samples: int) -> None:
         self.chunks.append((arrival, samples))
+
+    def refuse(self, at: float, retry_after: str | None) -> None:
+        self.ok = False
+        self.refused_at = at
+        self.retry_after = retry_after
+
+    def fail(self, error: str) -> None:
+        """Marks the request failed; the first cause recorded is kept (a drain's cancellation
+        after a dropped connection is still a dropped connection)."""
+        self.ok = False
+        self.error = self.error or error
+
+    @property
+    def admitted(self) -> bool:
+        return self.refused_at is None
+
+    @property
+    def time_to_refusal(self) -> float | None:
+        return None if self.refused_at is None else self.refused_at - self.sent
 
     @property
     def first_audio_at(self) -> float | None:

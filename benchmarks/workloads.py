@@ -1,7 +1,8 @@
-"""Closed-loop and Poisson load against a driver; every request's trace is kept.
+"""Closed-loop, Poisson and burst load against a driver; every request's trace is kept.
 
 A run stops by itself: clients stop sending at `duration_s`, requests still open `drain_s`
-later are cancelled and count as failed (their audio did not arrive in time anyway).
+later are cancelled and count as failed, as client timeouts (their audio did not arrive in time
+anyway).
 """
 from __future__ import annotations
 
@@ -25,17 +26,27 @@ class RunResult:
 
 
 async def _measure(driver: Driver, request: BenchRequest, traces: list[RequestTrace],
-                   on_done: Callable[[], None]) -> None:
+                   on_done: Callable[[], None]) -> RequestTrace:
     trace = RequestTrace(sent=time.monotonic(), sample_rate=driver.sample_rate)
     traces.append(trace)
     try:
         await driver.run(request, trace)
     except asyncio.CancelledError:
-        trace.ok = False
+        trace.fail("timeout")
         raise
     except Exception:  # noqa: BLE001 - a failed request is a data point, not the end of the run
-        trace.ok = False
+        trace.fail("other")
     on_done()
+    return trace
+
+
+def retry_after_seconds(trace: RequestTrace) -> float:
+    """How long a refused client waits before its next request: the server's Retry-After in
+    seconds (an HTTP date, or no header, means no wait)."""
+    try:
+        return max(0.0, float(trace.retry_after)) if trace.retry_after is not None else 0.0
+    except ValueError:
+        return 0.0
 
 
 async def _finish(tasks: list[asyncio.Task], started: float, traces: list[RequestTrace], stop_at: float) -> RunResult:
@@ -49,13 +60,17 @@ async def _finish(tasks: list[asyncio.Task], started: float, traces: list[Reques
 
 async def closed_loop(driver: Driver, requests: Iterator[BenchRequest], concurrency: int, duration_s: float,
                       drain_s: float, on_done: Callable[[], None] = lambda: None) -> RunResult:
-    """`concurrency` clients, each sending its next request as soon as the last one ended."""
+    """`concurrency` clients, each sending its next request as soon as the last one ended; a
+    refused client first waits as long as Retry-After says, as an OpenAI client does (without
+    it, refused clients would spin and the run would measure how fast 429s can be sent)."""
     traces: list[RequestTrace] = []
     started = time.monotonic()
 
     async def client() -> None:
         while time.monotonic() < started + duration_s:
-            await _measure(driver, next(requests), traces, on_done)
+            trace = await _measure(driver, next(requests), traces, on_done)
+            if not trace.admitted:
+                await asyncio.sleep(min(retry_after_seconds(trace), max(0.0, started + duration_s - time.monotonic())))
 
     tasks = [asyncio.create_task(client()) for _ in range(concurrency)]
     return await _finish(tasks, started, traces, started + duration_s + drain_s)
@@ -74,3 +89,12 @@ async def poisson(driver: Driver, requests: Iterator[BenchRequest], rate: float,
         tasks.append(asyncio.create_task(_measure(driver, next(requests), traces, on_done)))
         offset += rng.expovariate(rate)
     return await _finish(tasks, started, traces, started + duration_s + drain_s)
+
+
+async def burst(driver: Driver, requests: Iterator[BenchRequest], count: int, drain_s: float,
+                on_done: Callable[[], None] = lambda: None) -> RunResult:
+    """`count` requests sent at the same instant, then at most `drain_s` for them to finish."""
+    traces: list[RequestTrace] = []
+    started = time.monotonic()
+    tasks = [asyncio.create_task(_measure(driver, next(requests), traces, on_done)) for _ in range(count)]
+    return await _finish(tasks, started, traces, started + drain_s)

@@ -1,0 +1,86 @@
+"""Speech servers over HTTP, measured as a user's client sees them: one streamed POST per request.
+
+`HttpDriver` is the client every HTTP system shares (the same httpx client, the same status
+handling, the same failure classes); a system differs only in the request body it sends and the
+format of the body it gets back (`benchmarks/audio_bodies.py`). Only 127.0.0.1 is ever targeted.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from benchmarks.audio_bodies import BodyAudio, Mp3Body, PcmBody, WavBody
+from benchmarks.corpus import BenchRequest
+from benchmarks.trace import RequestTrace
+
+# Each response format's reader, given the sample rate asked for.
+CHORUS_BODIES: dict[str, Callable[[int], BodyAudio]] = {"pcm": lambda _: PcmBody(), "wav": WavBody,
+                                                        "mp3": lambda _: Mp3Body()}
+# Connecting to a local server takes milliseconds; a connect this slow means it stopped accepting.
+_CONNECT_TIMEOUT_S = 10.0
+
+
+class HttpDriver:
+    """One HTTP speech endpoint. Invariant: each `run` leaves its trace served (every audio read
+    recorded), refused (HTTP 429: `trace.refuse` with the Retry-After header) or failed
+    (`trace.fail` with "5xx", "dropped" for a connection that broke or closed early, "timeout",
+    or "http <status>" for any other status; the error is raised too)."""
+
+    def __init__(self, name: str, base_url: str, path: str, request_body: Callable[[BenchRequest], dict],
+                 body_audio: Callable[[], BodyAudio], sample_rate: int, timeout_s: float = 600.0) -> None:
+        if not base_url.startswith(("http://127.0.0.1", "http://localhost")):
+            raise ValueError(f"the load generator only targets 127.0.0.1, got {base_url}")
+        self.name = name
+        self.base_url = base_url
+        self.path = path
+        self.request_body = request_body
+        self.body_audio = body_audio
+        self.sample_rate = sample_rate
+        self.timeout_s = timeout_s
+        self._http = None
+
+    async def start(self) -> None:
+        import httpx
+
+        self._http = httpx.AsyncClient(base_url=self.base_url,
+                                       timeout=httpx.Timeout(self.timeout_s, connect=_CONNECT_TIMEOUT_S),
+                                       limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+
+    async def run(self, request: BenchRequest, trace: RequestTrace) -> None:
+        import httpx
+
+        try:
+            async with self._http.stream("POST", self.path, json=self.request_body(request)) as response:
+                if response.status_code == 429:
+                    trace.refuse(time.monotonic(), response.headers.get("retry-after"))
+                    return
+                if response.status_code != 200:
+                    trace.fail("5xx" if response.status_code >= 500 else f"http {response.status_code}")
+                    raise RuntimeError(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
+                audio = self.body_audio()
+                async for data in response.aiter_raw():
+                    trace.record(time.monotonic(), audio.samples_in(data))
+        except httpx.TimeoutException:
+            trace.fail("timeout")
+            raise
+        except httpx.TransportError:
+            trace.fail("dropped")
+            raise
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+
+
+def chorus_driver(base_url: str, model: str = "tiny-random", response_format: str = "pcm",
+                  sample_rate: int = 24000) -> HttpDriver:
+    """`POST /v1/audio/speech` of a Chorus server, streamed. The server, not this driver, sizes
+    each request from its text and picks its sampling, as for any client; `sample_rate` is asked
+    for explicitly (24 kHz is also the server's default) so the client knows what it counts."""
+
+    def body(request: BenchRequest) -> dict:
+        return {"model": model, "input": request.text, "voice": request.voice,
+                "response_format": response_format, "sample_rate": sample_rate}
+
+    return HttpDriver(f"chorus server {response_format}", base_url, "/v1/audio/speech", body,
+                      lambda: CHORUS_BODIES[response_format](sample_rate), sample_rate)

@@ -1,0 +1,204 @@
+"""Serving benchmark: Chorus's HTTP server against the peer a user would deploy instead, Piper's.
+
+Both serve the built-in voice (`chorus serve --model joe`, defaults otherwise; `python -m
+piper.http_server` with the .onnx `joe` was distilled from), started and stopped by this script
+on 127.0.0.1, one after the other, never both at once. Same texts (the 30 eval sentences and 10
+paragraphs, cycled), same client (`benchmarks/http_drivers.py`):
+
+    python -m benchmarks.serving              # full run, ~25 min on the 2-core machine
+    python -m benchmarks.serving --quick      # levels 1 and 2, a small burst, pcm: the smoke test
+
+Per system: closed-loop levels (`--concurrency`, `--level-seconds` each, then at most
+`--drain-seconds`), Poisson arrivals and bursts sized from the first system's capacity, and the
+input-length run (TTFA of one sentence against all 30 in one input).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from tqdm import tqdm
+
+from benchmarks.corpus import BenchRequest
+from benchmarks.data import eval_sentences, paragraphs
+from benchmarks.http_drivers import HttpDriver, chorus_driver
+from benchmarks.input_length import input_length_run
+from benchmarks.peers import piper_driver, piper_server
+from benchmarks.server_process import ServerProcess, chorus_server, free_port
+from benchmarks.serving_metrics import SERVING_CRITERIA, level_summary, serving_capacity
+from benchmarks.trace import RequestTrace
+from benchmarks.workloads import RunResult, burst, closed_loop, poisson
+
+SYSTEMS = ("chorus", "piper")
+# Piper answers WAV files only; Chorus's formats in the input-length run are `--input-formats`.
+PIPER_FORMAT = "wav"
+MIN_POISSON_REQUESTS = 20
+# Seconds of load: too short for Poisson arrivals to say anything, so none.
+QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, poisson_fractions=[],
+             burst_multiples=[2.0], input_length_reps=1, input_formats=["pcm"], settle_seconds=5.0)
+
+
+def workload(voice: str) -> list[BenchRequest]:
+    """The 40 texts in a fixed order, three eval sentences then a paragraph, so every stretch of
+    a run mixes both lengths; the server sizes each request from its text."""
+    sentences, paras = eval_sentences(), paragraphs()
+    step = len(sentences) // len(paras)
+    texts = [text for i, para in enumerate(paras) for text in (*sentences[i * step:(i + 1) * step], para)]
+    return [BenchRequest(text, voice) for text in texts]
+
+
+def start_server(system: str, args: argparse.Namespace) -> ServerProcess:
+    return chorus_server(args.model, free_port()) if system == "chorus" else piper_server(free_port())
+
+
+def driver_factory(system: str, server: ServerProcess, args: argparse.Namespace) -> Callable[[str], HttpDriver]:
+    """The system's client for one response format."""
+    if system == "piper":
+        return lambda _: piper_driver(server.base_url)
+    return lambda response_format: chorus_driver(server.base_url, args.model, response_format)
+
+
+def level_record(load: float, result: RunResult, settle_s: float) -> dict:
+    return {"load": load, "wall_seconds": result.wall_seconds, "settle_seconds": settle_s,
+            **level_summary(result.traces, result.wall_seconds),
+            "traces": [{"sent": round(t.sent, 4), "ok": t.ok, "refused_at": t.refused_at, "retry_after": t.retry_after,
+                        "error": t.error, "chunks": [(round(a, 4), n) for a, n in t.chunks]} for t in result.traces]}
+
+
+def short_line(name: str, label: str, level: dict) -> str:
+    ttfa = level["ttfa_p95"]
+    return (f"  {name:18s} {label:>12s} {level['requests']:4d} req  p95 TTFA "
+            f"{'-' if ttfa is None else f'{1000 * ttfa:.0f} ms':>8s}  viable@200ms "
+            f"{level['viable_pct_200ms'] or 0:5.1f} %  429 {level['refused_pct'] or 0:4.1f} %  "
+            f"{level['audio_s_per_wall_s']:.2f} audio s/s  errors {sum(level['errors'].values())}")
+
+
+def derived_loads(levels: list[dict], args: argparse.Namespace) -> dict:
+    """Open-loop loads from a closed-loop sweep: bursts of `multiple` × capacity requests at once,
+    and Poisson rates of `fraction` × the capacity's request rate by Little's law (each of
+    `capacity` streams is busy for one request's mean audio length at a time). A capacity of 0
+    counts as 1 stream, so that a system that passes no level still gets measured."""
+    streams = max(serving_capacity(levels), 1)
+    at_capacity = {lv["load"]: lv for lv in levels}.get(streams, levels[0])
+    # A level that served nothing has no mean length; 1 s keeps the rates finite.
+    mean_audio_s = at_capacity["mean_audio_s"] or 1.0
+    return {"from_streams": streams, "mean_audio_s": mean_audio_s,
+            "poisson_rates": [round(f * streams / mean_audio_s, 3) for f in args.poisson_fractions],
+            "burst_multiples": list(args.burst_multiples),
+            "burst_sizes": [max(1, round(m * streams)) for m in args.burst_multiples]}
+
+
+def poisson_seconds(rate: float, args: argparse.Namespace) -> float:
+    """A level's length, longer at low rates so that about MIN_POISSON_REQUESTS arrive, up to
+    three levels' length (a percentile of a handful of requests says little)."""
+    return min(max(args.level_seconds, MIN_POISSON_REQUESTS / rate), 3 * args.level_seconds)
+
+
+async def measure_system(system: str, args: argparse.Namespace, loads: dict | None) -> dict:
+    """Everything one system is measured on, with its server alone on the machine. `loads`
+    (Poisson rates, burst sizes) come from the first system measured; None: this is it."""
+    texts = workload(args.voice)
+    with start_server(system, args) as server:
+        driver_for = driver_factory(system, server, args)
+        driver = driver_for("pcm")
+        await driver.start()
+        try:
+            for request in texts[:2]:  # warm-up, not recorded; a server that cannot serve it stops the run
+                await driver.run(request, RequestTrace(time.monotonic(), driver.sample_rate))
+
+            async def measured(label: str, load: float, run) -> dict:
+                settle = server.wait_idle(args.settle_seconds)
+                with tqdm(desc=f"{system} {label}", unit="req", leave=False, file=sys.stderr) as bar:
+                    result = await run(bar.update)
+                record = level_record(load, result, settle)
+                print(short_line(system, label, record), file=sys.stderr)
+                return record
+
+            requests = itertools.cycle(texts)
+            closed = [await measured(f"x{n}", n, lambda done, n=n: closed_loop(
+                driver, requests, n, args.level_seconds, args.drain_seconds, done)) for n in args.concurrency]
+            loads = loads or derived_loads(closed, args)
+            poissons = [await measured(f"{rate:g}/s", rate, lambda done, rate=rate: poisson(
+                driver, requests, rate, poisson_seconds(rate, args), args.drain_seconds, args.seed, done))
+                for rate in loads["poisson_rates"]]
+            bursts = [await measured(f"burst {n}", n, lambda done, n=n: burst(driver, requests, n, args.drain_seconds, done))
+                      for n in loads["burst_sizes"]]
+        finally:
+            await driver.close()
+        server.wait_idle(args.settle_seconds)
+        formats = tuple(args.input_formats) if system == "chorus" else (PIPER_FORMAT,)
+        input_length = await input_length_run(driver_for, formats, args)
+    return {"system": system, "closed_loop": closed, "capacity_streams": serving_capacity(closed),
+            "poisson": poissons, "bursts": bursts, "input_length": input_length, "loads": loads}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                        help="in this order; the first one's capacity sizes the Poisson rates and bursts of all")
+    parser.add_argument("--model", default="joe", help="the model `chorus serve` loads (Piper always serves joe's teacher)")
+    parser.add_argument("--voice", default="joe")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--level-seconds", type=float, default=20.0, help="how long clients keep sending per level")
+    parser.add_argument("--drain-seconds", type=float, default=15.0,
+                        help="then how long open requests may finish (later: client timeouts)")
+    parser.add_argument("--settle-seconds", type=float, default=30.0,
+                        help="before each level, wait at most this long for the server to go idle")
+    parser.add_argument("--poisson-fractions", type=float, nargs="*", default=[0.5, 1.0, 1.5],
+                        help="Poisson rates as fractions of the capacity's request rate")
+    parser.add_argument("--burst-multiples", type=float, nargs="*", default=[2.0, 4.0],
+                        help="bursts of this many times the capacity's streams, sent at once")
+    parser.add_argument("--input-length-reps", type=int, default=3)
+    parser.add_argument("--input-formats", nargs="+", choices=("pcm", "wav", "mp3"), default=["pcm", "mp3"],
+                        help="Chorus's formats in the input-length run (Piper: wav)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help=f"the smoke test's settings: {QUICK}")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--no-plot", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for name, value in QUICK.items():
+            setattr(args, name, value)
+    return args
+
+
+async def run_all(args: argparse.Namespace) -> dict:
+    systems, loads = [], None
+    for system in args.systems:
+        systems.append(await measure_system(system, args, loads))
+        loads = systems[0]["loads"]
+    return {"criteria": {"min_viable_pct": SERVING_CRITERIA.min_viable_pct, "max_ttfa_p95_s": SERVING_CRITERIA.max_ttfa_p95_s,
+                         "client_buffer_ms": 200},
+            "workload": {"texts": len(workload(args.voice)), "model": args.model, "voice": args.voice,
+                         "level_seconds": args.level_seconds, "drain_seconds": args.drain_seconds},
+            "systems": systems}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from benchmarks.serving_report import write_serving_results
+
+    args = parse_args(argv)
+    # NOTE: the servers run in their own sessions, so a terminal's Ctrl-C does not reach them;
+    # a SIGTERM becomes SystemExit here so that leaving each server's `with` stops it.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    started_at = datetime.now(timezone.utc)
+    try:
+        report = asyncio.run(run_all(args))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    command = "python -m benchmarks.serving " + " ".join(sys.argv[1:] if argv is None else argv)
+    paths = write_serving_results(report, command, started_at, args.out, plot=not args.no_plot)
+    print(paths["markdown"].read_text())
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Turns a serving run into its result files: JSON (every trace), a markdown table ready to be the
+README's Performance lead, the issue's targets with ✓/✗, and the plot."""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from benchmarks.throughput import machine_info
+
+NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)"}
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{1000 * value:,.0f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}" if value in (0.0, 100.0) else f"{value:.1f}"
+
+
+def _errors(errors: dict) -> str:
+    kinds = [f"{kind} {count}" for kind, count in errors.items() if count]
+    return f"{sum(errors.values())} ({', '.join(kinds)})" if kinds else "0"
+
+
+def _row(system: str, label: str, lv: dict) -> str:
+    return (f"| {system} | {label} | {lv['requests']} | {_ms(lv['ttfa_p50'])} / {_ms(lv['ttfa_p95'])} / "
+            f"{_ms(lv['ttfa_p99'])} | {_pct(lv['viable_pct_0ms'])} / {_pct(lv['viable_pct_200ms'])} | "
+            f"{_pct(lv['refused_pct'])} | {lv['audio_s_per_wall_s']:.2f} | {_errors(lv['errors'])} |")
+
+
+def level_table(report: dict) -> list[str]:
+    rows = ["| system | load | requests | TTFA p50 / p95 / p99 ms | viable % (0 / 200 ms buffer) | 429 % | "
+            "audio s per wall s | errors |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for s in report["systems"]:
+        rows += [_row(s["system"], f"{lv['load']:g} streams", lv) for lv in s["closed_loop"]]
+        rows += [_row(s["system"], f"Poisson {lv['load']:g}/s", lv) for lv in s["poisson"]]
+    return rows
+
+
+def burst_table(report: dict) -> list[str]:
+    rows = ["| system | burst (requests at once) | TTFA p50 / p95 / p99 ms | viable % (0 / 200 ms) | 429 % | "
+            "429 answered in p99 ms | Retry-After % | errors |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for s in report["systems"]:
+        for multiple, lv in zip(s["loads"]["burst_multiples"], s["bursts"]):
+            rows.append(f"| {s['system']} | {lv['load']:g} ({multiple:g}× capacity) | {_ms(lv['ttfa_p50'])} / "
+                        f"{_ms(lv['ttfa_p95'])} / {_ms(lv['ttfa_p99'])} | {_pct(lv['viable_pct_0ms'])} / "
+                        f"{_pct(lv['viable_pct_200ms'])} | {_pct(lv['refused_pct'])} | {_ms(lv['refusal_p99_s'])} | "
+                        f"{_pct(lv['retry_after_pct'])} | {_errors(lv['errors'])} |")
+    return rows
+
+
+def input_length_table(report: dict) -> list[str]:
+    rows = ["| system | format | TTFA p50, 1 sentence ms | TTFA p50, 30 sentences ms | ratio |",
+            "| --- | --- | ---: | ---: | ---: |"]
+    for s in report["systems"]:
+        rows += [f"| {s['system']} | {r['format']} | {_ms(r['one_sentence_ttfa_p50'])} | "
+                 f"{_ms(r['thirty_sentences_ttfa_p50'])} | {r['ratio']:.2f} |" for r in s["input_length"]]
+    return rows
+
+
+def targets(report: dict) -> list[dict]:
+    """The latency issue's targets, each with its measured value (None: this run did not measure it)."""
+    by_name = {s["system"]: s for s in report["systems"]}
+    chorus, piper = by_name.get("chorus"), by_name.get("piper")
+    checks: list[tuple[str, float | None, str, float]] = []
+    for fmt in ("pcm", "mp3"):
+        row = next((r for r in chorus["input_length"] if r["format"] == fmt), None) if chorus else None
+        checks.append((f"input length, {fmt}: 30-sentence ÷ 1-sentence TTFA p50", row and row["ratio"], "<=", 1.2))
+    cap = chorus["capacity_streams"] if chorus else None
+    checks.append(("capacity (concurrent streams)", cap, ">=", 16))
+    within = [lv for lv in chorus["closed_loop"] if lv["load"] <= cap] if chorus else []
+    single = within[0]["ttfa_p95"] if within and within[0]["load"] == 1 else None
+    worst = max(lv["ttfa_p95"] / single for lv in within) if single else None
+    checks.append(("worst TTFA p95 up to capacity ÷ single-stream p95", worst, "<=", 2.0))
+    burst = _burst_at(chorus, 4.0) if chorus else None
+    if burst is None:
+        checks += [(name, None, op, bound) for name, op, bound in _BURST_CHECKS]
+    else:
+        refusals_ok = burst["refused_pct"] == 0 or (burst["retry_after_pct"] == 100 and burst["refusal_p99_s"] <= 0.1)
+        checks += [("burst 4× capacity: 5xx + dropped connections", burst["errors"]["5xx"] + burst["errors"]["dropped"], "<=", 0),
+                   ("burst 4× capacity: admitted streams viable % (200 ms buffer)", burst["viable_pct_200ms"], ">=", 99.0),
+                   ("burst 4× capacity: refusals answered 429 + Retry-After within 100 ms p99 (1 = yes)",
+                    float(refusals_ok), ">=", 1.0)]
+    if chorus and piper:
+        at_cap = {lv["load"]: lv for lv in chorus["closed_loop"]}.get(cap)
+        piper_best = max(lv["audio_s_per_wall_s"] for lv in piper["closed_loop"])
+        checks.append(("audio s per wall s at capacity ÷ Piper's best level",
+                       at_cap and piper_best and at_cap["audio_s_per_wall_s"] / piper_best, ">=", 1.5))
+        pcap = piper["capacity_streams"]
+        checks.append(("capacity ÷ Piper's capacity", (float("inf") if cap else None) if pcap == 0 else cap / pcap, ">=", 8.0))
+        p95 = [{lv["load"]: lv["ttfa_p95"] for lv in s["closed_loop"]}.get(8) for s in (chorus, piper)]
+        checks.append(("TTFA p95 at 8 streams ÷ Piper's", p95[0] / p95[1] if None not in p95 else None, "<=", 0.1))
+    # NOTE: JSON has no infinity: a ratio over a capacity of 0 is written as the string "inf".
+    return [{"target": name, "value": "inf" if value == float("inf") else value, "bound": f"{op} {bound:g}",
+             "met": None if value is None else (value >= bound if op == ">=" else value <= bound)}
+            for name, value, op, bound in checks]
+
+
+_BURST_CHECKS = (("burst 4× capacity: 5xx + dropped connections", "<=", 0),
+                 ("burst 4× capacity: admitted streams viable % (200 ms buffer)", ">=", 99.0),
+                 ("burst 4× capacity: refusals answered 429 + Retry-After within 100 ms p99 (1 = yes)", ">=", 1.0))
+
+
+def _burst_at(system: dict, multiple: float) -> dict | None:
+    return next((lv for m, lv in zip(system["loads"]["burst_multiples"], system["bursts"]) if m == multiple), None)
+
+
+def target_table(checks: list[dict]) -> list[str]:
+    def shown(value: float | str | None) -> str:
+        return "not measured" if value is None else "∞" if value == "inf" else f"{value:.3g}"
+
+    return ["| target | measured | met |", "| --- | ---: | :---: |"] + [
+        f"| {c['target']} {c['bound']} | {shown(c['value'])} | {'–' if c['met'] is None else '✓' if c['met'] else '✗'} |"
+        for c in checks]
+
+
+def write_serving_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True) -> dict[str, Path]:
+    machine = machine_info() | {"load_average_after": os.getloadavg(), "piper_tts": version("piper-tts"),
+                                "note": "shared machine: other jobs may have run beside this one"}
+    report = {"date": started_at.isoformat(timespec="seconds"), "command": command, "machine": machine, **report}
+    report["targets"] = targets(report)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"serving-{started_at:%Y-%m-%d-%H%M}"
+    paths = {"json": stem.with_suffix(".json"), "markdown": stem.with_suffix(".md")}
+    paths["json"].write_text(json.dumps(report, allow_nan=False) + "\n")
+    work = report["workload"]
+    capacities = ", ".join(f"{s['system']} {s['capacity_streams']:g}" for s in report["systems"])
+    lines = [
+        f"# Serving benchmark, {report['date']}", "", f"`{command}`", "",
+        f"{machine['processor']}, {machine['cpus_usable']} usable CPUs, load average "
+        f"{machine['load_average'][0]:.1f} before / {machine['load_average_after'][0]:.1f} after (shared machine); "
+        f"torch {machine['torch']}, piper-tts {machine['piper_tts']}, commit {machine['commit'][:10]}"
+        f"{' (dirty tree)' if machine['tree_dirty'] else ''}.", "",
+        f"Over HTTP on 127.0.0.1, each server alone on the machine: {', '.join(NAMES[s['system']] for s in report['systems'])}. "
+        f"{work['texts']} texts cycled (30 eval sentences, 10 paragraphs), voice `{work['voice']}`; closed-loop levels of "
+        f"{work['level_seconds']:g} s, then up to {work['drain_seconds']:g} s to finish (requests still open count as "
+        f"timeouts). TTFA: first audio bytes (Piper: of the WAV's data). TTFA and viable % are of admitted (non-429) "
+        f"requests; a failed one is not viable. Capacity: the largest level that, with every level below it, had "
+        f"≥ 99 % of all requests admitted and viable at a 200 ms client buffer and p95 TTFA ≤ 250 ms.", "",
+        *level_table(report), "", f"Capacity (streams): {capacities}.", "", *burst_table(report), "",
+        *input_length_table(report), "", *target_table(report["targets"]), "",
+    ]
+    if plot:
+        from benchmarks.plot import plot_serving
+
+        paths["png"] = stem.with_suffix(".png")
+        plot_serving(report, paths["png"])
+        lines += [f"![TTFA p95 and viability against concurrency]({paths['png'].name})", ""]
+    paths["markdown"].write_text("\n".join(lines))
+    return paths

@@ -1,0 +1,141 @@
+"""The serving benchmark's client: body readers per format, how each HTTP answer ends up in a
+trace, and the workloads' handling of refusals and bursts."""
+from __future__ import annotations
+
+import asyncio
+import io
+import wave
+
+import httpx
+import numpy as np
+import pytest
+
+from benchmarks.audio_bodies import Mp3Body, PcmBody, WavBody
+from benchmarks.corpus import BenchRequest
+from benchmarks.http_drivers import HttpDriver
+from benchmarks.trace import RequestTrace
+from benchmarks.workloads import burst, closed_loop
+
+
+def read_in_pieces(reader, body: bytes, piece: int) -> list[int]:
+    return [reader.samples_in(body[i:i + piece]) for i in range(0, len(body), piece)]
+
+
+def test_pcm_counts_whole_samples_across_odd_reads():
+    assert read_in_pieces(PcmBody(), bytes(10), 3) == [1, 2, 1, 1]
+
+
+@pytest.mark.parametrize("piece", [1, 7, 44, 45, 4096])
+def test_wav_audio_starts_after_the_header_whatever_the_read_sizes(piece):
+    with io.BytesIO() as buffer:
+        with wave.open(buffer, "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(22050)
+            wav.writeframes(bytes(2 * 1000))
+        body = buffer.getvalue()
+    counts = read_in_pieces(WavBody(22050), body, piece)
+    assert sum(counts) == 1000
+    first = next(i for i, n in enumerate(counts) if n)
+    assert (first + 1) * piece > 44  # no sample is counted before the data chunk's header ends
+
+
+def test_wav_at_another_rate_or_not_a_wav_is_refused():
+    with io.BytesIO() as buffer:
+        with wave.open(buffer, "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(24000)
+            wav.writeframes(bytes(20))
+        body = buffer.getvalue()
+    with pytest.raises(ValueError, match="22050"):
+        WavBody(22050).samples_in(body)
+    with pytest.raises(ValueError, match="RIFF"):
+        WavBody(22050).samples_in(b"<html>nope</html>")
+
+
+@pytest.mark.parametrize("piece", [1, 100, 100_000])
+def test_mp3_counts_whole_frames(piece):
+    from api.audio.encoders import make_encoder
+
+    encoder = make_encoder("mp3", 24000)
+    tone = np.sin(np.arange(24000) * 2 * np.pi * 440 / 24000).astype(np.float32) * 0.3
+    body = encoder.encode(tone) + encoder.finish()
+    samples = sum(read_in_pieces(Mp3Body(), body, piece))
+    # One second in; the encoder adds its delay and pads the last frame, in 576-sample frames.
+    assert samples % 576 == 0 and 24000 <= samples <= 24000 + 4 * 576
+    with pytest.raises(ValueError, match="MPEG"):
+        Mp3Body().samples_in(b"RIFF0000")
+
+
+def answering(status: int, body: bytes, headers: list[tuple[bytes, bytes]] = ()):
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+        await send({"type": "http.response.body", "body": body})
+    return app
+
+
+async def run_against(app) -> tuple[RequestTrace, BaseException | None]:
+    driver = HttpDriver("test", "http://127.0.0.1:1", "/speak", lambda r: {"text": r.text}, PcmBody, 1000)
+    driver._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=driver.base_url)
+    trace = RequestTrace(0.0, 1000)
+    try:
+        await driver.run(BenchRequest("Hello.", "joe"), trace)
+        return trace, None
+    except Exception as exc:  # noqa: BLE001 - the test looks at what was raised
+        return trace, exc
+    finally:
+        await driver.close()
+
+
+def test_http_answers_become_served_refused_or_failed_traces():
+    ok, error = asyncio.run(run_against(answering(200, bytes(200))))
+    assert error is None and ok.ok and ok.audio_seconds == pytest.approx(0.1)
+    busy, error = asyncio.run(run_against(answering(429, b"{}", [(b"retry-after", b"2")])))
+    assert error is None and not busy.ok and not busy.admitted and busy.retry_after == "2"
+    assert busy.time_to_refusal is not None and busy.time_to_refusal > 0
+    broken, error = asyncio.run(run_against(answering(503, b"down")))
+    assert isinstance(error, RuntimeError) and broken.error == "5xx" and broken.admitted
+    bad, error = asyncio.run(run_against(answering(404, b"no")))
+    assert bad.error == "http 404"
+
+
+def test_only_127_0_0_1_is_targeted():
+    with pytest.raises(ValueError):
+        HttpDriver("x", "http://example.com", "/", dict, PcmBody, 1000)
+
+
+class CountingDriver:
+    """Refuses every request with Retry-After: 1, or serves a 0.1 s chunk after 50 ms."""
+
+    name = "fake"
+    sample_rate = 1000
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.sent: list[float] = []
+
+    async def run(self, request: BenchRequest, trace: RequestTrace) -> None:
+        self.sent.append(trace.sent)
+        if self.refuse:
+            trace.refuse(trace.sent, "1")
+            return
+        await asyncio.sleep(0.05)
+        trace.record(trace.sent + 0.05, 100)
+
+
+def test_a_refused_closed_loop_client_waits_retry_after_before_its_next_request():
+    driver = CountingDriver(refuse=True)
+    result = asyncio.run(closed_loop(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 2, 1.5, 1.0))
+    # Two clients, each refused at 0 s and again after 1 s; the level ends at 1.5 s.
+    assert len(result.traces) == 4
+    assert all(not t.admitted for t in result.traces)
+
+
+def test_a_burst_sends_every_request_at_once():
+    driver = CountingDriver(refuse=False)
+    result = asyncio.run(burst(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 8, 5.0))
+    assert len(result.traces) == 8 and all(t.ok for t in result.traces)
+    assert max(driver.sent) - min(driver.sent) < 0.05
+    assert result.wall_seconds < 1.0
