@@ -97,12 +97,15 @@ class EngineClient:
         priority: int = 0,
         speed: float = 1.0,
         prompt: SpeechPrompt | None = None,
+        continuation: bool = False,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
-        full queue), VoiceNotFoundError, or EngineDeadError. `speed` reaches models that control
-        their own rate, within `frontend.speed_range`; the caller time-stretches the rest.
-        `prompt`, when given, is `frontend.prepare(text, voice, speed)` already done (planning
-        does it to size segments) and is used as is."""
+        full queue, overload: see its `retry_after`), VoiceNotFoundError, or EngineDeadError.
+        `speed` reaches models that control their own rate, within `frontend.speed_range`; the
+        caller time-stretches the rest. `prompt`, when given, is `frontend.prepare(text, voice,
+        speed)` already done (planning does it to size segments) and is used as is.
+        `continuation`: a later segment of a speech already admitted; admission never refuses or
+        delays it."""
         if prompt is None:
             # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
             # milliseconds that would otherwise stall every other stream's chunks on this loop.
@@ -115,7 +118,7 @@ class EngineClient:
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post(AddRequest(request_id, prompt, params, priority))
+        self._post(AddRequest(request_id, prompt, params, priority, continuation))
         finished = False
         try:
             while True:
@@ -150,7 +153,7 @@ class EngineClient:
             elif isinstance(message, Rejected):
                 queue = self._queues.get(message.request_id)
                 if queue is not None:
-                    queue.put_nowait(RequestRejected(message.message, message.code))
+                    queue.put_nowait(RequestRejected(message.message, message.code, message.retry_after))
             elif isinstance(message, CoreReady):
                 self.limits = message.limits
                 self.stats = message.stats
