@@ -28,6 +28,9 @@ def deadline_of(request: Request, playback: Playback | None) -> float:
 
 @dataclass(slots=True)
 class AdmissionCounts:
+    """Requests by decision since the engine started; only ever grow. A request that waited is
+    counted as queued, and again as admitted or refused when its wait ends."""
+
     admitted: int = 0
     queued: int = 0
     refused: int = 0
