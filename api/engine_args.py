@@ -16,6 +16,10 @@ from scheduler.config import SchedulerConfig
 _MODEL, _CACHE, _SCHED = ModelConfig(), CacheConfig(), SchedulerConfig()
 
 
+def _seconds_or_none(text: str) -> float | None:
+    return None if text.lower() == "none" else float(text)
+
+
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--model", default=_MODEL.model, help="model folder or built-in name (tiny-random)")
@@ -41,6 +45,12 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--max-prefill-chunk", type=int, default=None)
     sched.add_argument("--max-waiting", type=int, default=_SCHED.max_waiting)
     sched.add_argument("--policy", choices=("fcfs", "priority"), default="fcfs")
+    sched.add_argument("--max-queue-delay", type=_seconds_or_none, default=_SCHED.max_queue_delay,
+                       help="seconds a new request may wait for its first audio before it is refused (429); "
+                            "'none': no admission control, every request waits its turn")
+    sched.add_argument("--skip-slack-seconds", type=_seconds_or_none, default=_SCHED.skip_slack_seconds,
+                       help="a stream whose listener holds more than this much audio sits out steps that "
+                            "others need; 'none': every stream takes every step")
     stream = parser.add_argument_group("streaming codec")
     stream.add_argument("--first-chunk-frames", type=int, default=None,
                         help="frames in a stream's first chunk of audio (default: the codec's own)")
@@ -94,6 +104,8 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             max_prefill_chunk=args.max_prefill_chunk,
             policy=args.policy,
             max_waiting=args.max_waiting,
+            max_queue_delay=args.max_queue_delay,
+            skip_slack_seconds=args.skip_slack_seconds,
         ),
         # Each streaming flag is named after its field (None: the codec's own value).
         streaming=StreamingConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(StreamingConfig)}),

@@ -38,6 +38,23 @@ class EngineStatsCollector(Collector):
             "chorus_prefix_cache_hit_rate", "Share of prompt tokens served from the prefix cache",
             value=stats.prefix_cache_hit_rate,
         )
+        yield GaugeMetricFamily("chorus_streams_queued", "Requests waiting for admission", value=stats.num_queued)
+        admission = CounterMetricFamily(
+            "chorus_admission_requests", "New requests by admission decision (queued ones also count when they "
+            "start or are refused)", labels=["decision"],
+        )
+        for decision, count in (("admitted", stats.requests_admitted), ("queued", stats.requests_queued),
+                                ("refused", stats.requests_refused)):
+            admission.add_metric([decision], count)
+        yield admission
+        yield GaugeMetricFamily(
+            "chorus_realtime_capacity_streams", "Streams the engine can step faster than real time, as measured now",
+            value=stats.realtime_capacity,
+        )
+        yield GaugeMetricFamily(
+            "chorus_predicted_step_seconds", "The step-cost model's time for a step of the streams running",
+            value=stats.predicted_step_seconds,
+        )
         yield CounterMetricFamily("chorus_engine_steps", "Engine steps run", value=stats.steps)
         yield CounterMetricFamily("chorus_tokens_generated", "Audio tokens generated", value=stats.tokens_generated)
         yield CounterMetricFamily(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import AsyncIterator
 
@@ -28,7 +29,7 @@ _ERROR_RESPONSES = {
         401: "Missing or wrong API key",
         404: "Unknown model or voice",
         413: "Request body too large",
-        429: "The engine's waiting queue is full (see Retry-After)",
+        429: "The engine is at its real-time capacity, or its waiting queue is full (see Retry-After)",
         503: "The engine is not ready",
     }.items()
 }
@@ -88,8 +89,10 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
 
 def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
     if isinstance(exc, RequestRejected):
-        if exc.code == "queue_full":
-            return ApiError(429, f"The server is busy: {exc}", "queue_full", headers={"Retry-After": str(retry_after)})
+        if exc.code in ("queue_full", "overloaded"):
+            # The engine's own estimate when it has one (when its streams will have made room).
+            seconds = retry_after if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
+            return ApiError(429, f"The server is busy: {exc}", exc.code, headers={"Retry-After": str(seconds)})
         return ApiError(400, str(exc), exc.code, "input")
     if isinstance(exc, VoiceNotFoundError):
         return ApiError(404, str(exc), "voice_not_found", "voice")

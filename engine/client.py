@@ -100,12 +100,12 @@ class EngineClient:
         continuation: bool = False,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
-        full queue), VoiceNotFoundError, or EngineDeadError. `speed` reaches models that control
-        their own rate, within `frontend.speed_range`; the caller time-stretches the rest.
-        `prompt`, when given, is `frontend.prepare(text, voice, speed)` already done (the API
-        prepares every prompt in its own pool) and is used as is; without it, this library path
-        prepares on the default executor. `continuation` marks a later segment of a speech whose
-        first segment the engine already took."""
+        full queue, overload: see its `retry_after`), VoiceNotFoundError, or EngineDeadError.
+        `speed` reaches models that control their own rate, within `frontend.speed_range`; the
+        caller time-stretches the rest. `prompt`, when given, is `frontend.prepare(text, voice,
+        speed)` already done (the API prepares every prompt in its own pool) and is used as is;
+        without it, this library path prepares on the default executor. `continuation`: a later
+        segment of a speech already admitted; admission never refuses or delays it."""
         if prompt is None:
             # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
             # milliseconds that would otherwise stall every other stream's chunks on this loop.
@@ -153,7 +153,7 @@ class EngineClient:
             elif isinstance(message, Rejected):
                 queue = self._queues.get(message.request_id)
                 if queue is not None:
-                    queue.put_nowait(RequestRejected(message.message, message.code))
+                    queue.put_nowait(RequestRejected(message.message, message.code, message.retry_after))
             elif isinstance(message, CoreReady):
                 self.limits = message.limits
                 self.stats = message.stats

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import numpy as np
 
+from engine.admission import Admission, deadline_of
 from engine.audio.stage import AudioStage
 from engine.config import EngineConfig
 from engine.errors import RequestRejected
@@ -16,19 +18,23 @@ from memory.block_hash import hash_full_blocks
 from model.families.base import SpeechFamily, SpeechPrompt
 from model.loader import load_family
 from model.sampling import SamplingParams
+from scheduler.deadlines import StreamOutlook
 from scheduler.scheduler import QueueFullError, Scheduler
 from scheduler.sequence import Sequence
+from scheduler.step_cost import StepCostModel
 
 logger = logging.getLogger("chorus.engine")
 
 
 class EngineCore:
-    """step() = schedule → run the model (inputs, forward, sample) → the family accepts each output
-    (frames to the audio stage) → the scheduler's one post-step update → audio → emit.
+    """step() = admit queued requests → schedule → run the model (inputs, forward, sample) → the
+    family accepts each output (frames to the audio stage) → the scheduler's one post-step update
+    → audio → emit → each stream's deadline and the step's cost are recorded.
 
-    Invariants: every added request produces exactly one finished `AudioChunk`, after all of its
-    audio, in order; an exception raised for one request ends that request only; a finished or
-    aborted request holds no KV blocks.
+    Invariants: every added request either produces exactly one finished `AudioChunk`, after all
+    of its audio, in order, or is refused once (raised by `add_request`, or later through
+    `take_refusals` while it had no audio); an exception raised for one request ends that request
+    only; a finished or aborted request holds no KV blocks.
     """
 
     def __init__(self, config: EngineConfig, family: SpeechFamily | None = None) -> None:
@@ -37,7 +43,8 @@ class EngineCore:
         self.device = self.family.backbone.device
         self.runner = build_model_runner(self.family, config, self.device)
         self.kv_manager = self.runner.kv_manager
-        self.scheduler = Scheduler(config.scheduler, self.kv_manager)
+        self.step_cost = StepCostModel()
+        self.scheduler = Scheduler(config.scheduler, self.kv_manager, self.step_cost)
         streaming = config.streaming.resolve(self.family.codec.window_hints)
         self.audio = AudioStage.build(
             self.family.codec, streaming, config.gpu, self.device, config.scheduler.max_num_seqs
@@ -45,19 +52,28 @@ class EngineCore:
         self.sample_rate = self.family.codec.sample_rate
         self.requests: dict[str, Request] = {}
         self._aborted: list[str] = []  # aborted since the last step; each gets one final chunk
+        self._refused: list[tuple[str, RequestRejected]] = []  # queued, then refused: not yet told
         self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
         self.limits = EngineLimits(
             context_tokens=min(self.family.max_model_len, self.kv_manager.num_blocks * config.cache.block_size),
             outputs_per_second=self.family.outputs_per_second,
         )
+        codec = self.family.codec
+        frames_per_output = codec.sample_rate / codec.samples_per_frame / self.limits.outputs_per_second
+        self.admission = Admission(
+            config.scheduler, self.step_cost, 1.0 / self.limits.outputs_per_second,
+            math.ceil((streaming.first_chunk_frames + streaming.lookahead_frames) / frames_per_output),
+        )
 
     # ---- request lifecycle -----------------------------------------------------------------
 
     def add_request(
-        self, request_id: str, prompt: SpeechPrompt, params: SamplingParams, priority: int = 0
+        self, request_id: str, prompt: SpeechPrompt, params: SamplingParams, priority: int = 0,
+        continuation: bool = False,
     ) -> None:
-        """Admits a request or raises RequestRejected; nothing else is affected either way."""
-        if request_id in self.requests:
+        """Starts a request, queues it (admission), or raises RequestRejected; nothing else is
+        affected either way. A `continuation` (a later segment of an admitted speech) starts."""
+        if request_id in self.requests or self.admission.is_queued(request_id):
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         prompt_len = len(prompt.token_ids)
         if prompt_len == 0:
@@ -80,15 +96,57 @@ class EngineCore:
             priority=priority,
             prompt_block_hashes=self._prompt_block_hashes(prompt),
         )
+        now = time.monotonic()
+        delay = self.config.scheduler.max_queue_delay
+        request = Request(request_id, seq, stream, arrival=now,
+                          first_audio_deadline=math.inf if delay is None else now + delay)
         try:
-            self.scheduler.add(seq)
+            if self.admission.offer(request, self._committed(now), now, continuation):
+                self._start(request)
+        except RequestRejected:
+            self.family.release(stream)
+            raise
+
+    def take_refusals(self) -> list[tuple[str, RequestRejected]]:
+        """Queued requests refused since the last call (by id); they are gone from the engine."""
+        refused, self._refused = self._refused, []
+        return refused
+
+    def _start(self, request: Request) -> None:
+        """Hands an admitted request to the scheduler; raises RequestRejected if its queue is full."""
+        try:
+            self.scheduler.add(request.seq)
         except QueueFullError as exc:
             raise RequestRejected(str(exc), "queue_full") from exc
-        self.requests[request_id] = Request(request_id, seq, stream)
-        self.audio.open(request_id)
+        request.seq.deadline = deadline_of(request, None)
+        self.requests[request.request_id] = request
+        self.audio.open(request.request_id)
+
+    def _admit_queued(self, now: float) -> None:
+        if not self.admission.queue:
+            return
+        started, refused = self.admission.poll(self._committed(now), now)
+        for request in started:
+            try:
+                self._start(request)
+            except RequestRejected as exc:
+                refused.append((request, exc))
+        for request, exc in refused:
+            self.family.release(request.stream)
+            self._refused.append((request.request_id, exc))
+
+    def _committed(self, now: float) -> list[StreamOutlook]:
+        """Every admitted stream still generating, as admission projects it."""
+        return [
+            self.admission.outlook(r, self.audio.playback(r.request_id), now)
+            for r in self.requests.values() if r.finish_reason is None
+        ]
 
     def abort_request(self, request_id: str) -> None:
         """Ends a request now, frees its blocks, drops its pending audio; unknown ids: no-op."""
+        queued = self.admission.withdraw(request_id)
+        if queued is not None:
+            self.requests[request_id] = queued  # it ends like any request: one final chunk
         request = self.requests.get(request_id)
         if request is None or request.finish_reason in ("abort", "error"):
             return
@@ -99,13 +157,14 @@ class EngineCore:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.requests)
+        return bool(self.requests or self.admission.queue)
 
     # ---- one step --------------------------------------------------------------------------
 
     def step(self) -> list[AudioChunk]:
         started = time.perf_counter()
-        sched = self.scheduler.schedule()
+        self._admit_queued(time.monotonic())
+        sched = self.scheduler.schedule(time.monotonic())
         streams = {c.seq.request_id: self.requests[c.seq.request_id].stream for c in sched.chunks}
         result = self.runner.execute(sched.chunks, streams)
         now = time.monotonic()
@@ -121,7 +180,13 @@ class EngineCore:
         for request_id, reason in self.scheduler.update_from_output(sched, stopped).items():
             self._finish(self.requests[request_id], reason)
         emitted = self._emit_audio()
-        self._update_stats(time.perf_counter() - started, result.forward_seconds)
+        for request in self.requests.values():
+            request.seq.deadline = deadline_of(request, self.audio.playback(request.request_id))
+        step_seconds = time.perf_counter() - started
+        if sched.chunks:
+            rows = sum(1 for c in sched.chunks if c.num_new_tokens == 1)
+            self.step_cost.observe(rows, sched.num_batched_tokens - rows, step_seconds)
+        self._update_stats(step_seconds, result.forward_seconds)
         return emitted
 
     def _accept(self, request: Request, output) -> bool:
@@ -197,6 +262,11 @@ class EngineCore:
         s.forward_seconds += forward_seconds
         s.num_running = len(self.scheduler.running)
         s.num_waiting = len(self.scheduler.waiting)
+        s.num_queued = len(self.admission.queue)
+        counts = self.admission.counts
+        s.requests_admitted, s.requests_queued, s.requests_refused = counts.admitted, counts.queued, counts.refused
+        s.realtime_capacity = self.admission.capacity()
+        s.predicted_step_seconds = self.step_cost.predict(s.num_running)
         s.kv_blocks_used = self.kv_manager.num_used_blocks
         hits = self.kv_manager.prefix_cache_stats
         s.prefix_cache_hit_rate = hits.hits / hits.queries if hits.queries else 0.0

@@ -51,6 +51,7 @@ class CoreLoop:
                 replies.extend(self._handle(command))
             if self.core.has_work:
                 replies.extend(self.core.step())
+                replies.extend(Rejected.of(rid, exc) for rid, exc in self.core.take_refusals())
             now = time.monotonic()
             if now - self._last_stats >= STATS_INTERVAL_S:
                 self._last_stats = now
@@ -64,9 +65,10 @@ class CoreLoop:
             return []
         if isinstance(command, AddRequest):
             try:
-                self.core.add_request(command.request_id, command.prompt, command.params, command.priority)
+                self.core.add_request(command.request_id, command.prompt, command.params, command.priority,
+                                      command.continuation)
             except RequestRejected as exc:
-                return [Rejected(command.request_id, str(exc), exc.code)]
+                return [Rejected.of(command.request_id, exc)]
             return []
         raise TypeError(f"unknown engine command {command!r}")
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 class RequestRejected(ValueError):
     """A request the engine refuses at admission; `code` is machine-readable
-    (`context_length_exceeded`, `queue_full`, `duplicate_request_id`, `invalid_prompt`)."""
+    (`context_length_exceeded`, `queue_full`, `overloaded`, `duplicate_request_id`,
+    `invalid_prompt`); `retry_after` is, for `overloaded`, the seconds until the engine expects
+    to have room for it (None for the others)."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.retry_after = retry_after
 
 
 class EngineDeadError(RuntimeError):

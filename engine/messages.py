@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.errors import RequestRejected
 from engine.outputs import EngineLimits, EngineStats
 from model.families.base import SpeechPrompt
 from model.sampling import SamplingParams
@@ -14,7 +15,7 @@ class AddRequest:
     prompt: SpeechPrompt
     params: SamplingParams
     priority: int = 0
-    # A later segment of a speech whose first segment was already admitted.
+    # A later segment of a speech whose first segment was admitted: it bypasses admission.
     continuation: bool = False
 
 
@@ -35,6 +36,11 @@ class Rejected:
     request_id: str
     message: str
     code: str
+    retry_after: float | None = None
+
+    @classmethod
+    def of(cls, request_id: str, exc: RequestRejected) -> Rejected:
+        return cls(request_id, str(exc), exc.code, exc.retry_after)
 
 
 @dataclass(slots=True)

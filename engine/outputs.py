@@ -63,6 +63,16 @@ class EngineStats:
     ready: bool = False
     num_running: int = 0
     num_waiting: int = 0
+    # Admission: requests waiting for room (not yet handed to the scheduler), and totals of those
+    # that started, that had to wait first, and that were refused as overload.
+    num_queued: int = 0
+    requests_admitted: int = 0
+    requests_queued: int = 0
+    requests_refused: int = 0
+    # Capacity as the step-cost model sees it now: streams the engine can step faster than real
+    # time, and the predicted seconds of a step of the streams running.
+    realtime_capacity: int = 0
+    predicted_step_seconds: float = 0.0
     kv_blocks_total: int = 0
     kv_blocks_used: int = 0
     prefix_cache_hit_rate: float = 0.0

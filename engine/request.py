@@ -1,6 +1,7 @@
 """One request inside the engine core: its scheduling view, its family state, its clock."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ class Request:
     seq: Sequence
     stream: StreamState
     arrival: float = field(default_factory=time.monotonic)
+    # Its first audio is due by then (arrival + max_queue_delay; inf with admission off).
+    first_audio_deadline: float = math.inf
     first_scheduled: float | None = None
     first_audio: float | None = None
     finish_reason: str | None = None

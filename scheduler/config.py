@@ -17,6 +17,14 @@ class SchedulerConfig:
     policy: Literal["fcfs", "priority"] = "fcfs"
     # Waiting requests beyond this are refused at admission (the API turns that into HTTP 429).
     max_waiting: int = 1024
+    # A new request waits at most this many seconds for its first audio: one that cannot have it
+    # by then is refused at once (HTTP 429). None turns admission off: every request goes to the
+    # waiting queue whatever the load (offline use, and tests of the batching mechanics).
+    max_queue_delay: float | None = 1.0
+    # A running stream whose listener holds more than this many seconds of audio sits out the
+    # step, making it cheaper for the streams that need it (a step's cost grows with its rows);
+    # None: every running stream takes every step.
+    skip_slack_seconds: float | None = 4.0
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
@@ -32,3 +40,7 @@ class SchedulerConfig:
             raise ValueError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}")
         if self.max_waiting < 1:
             raise ValueError(f"max_waiting must be >= 1, got {self.max_waiting}")
+        for name in ("max_queue_delay", "skip_slack_seconds"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0 seconds or None, got {value}")

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Collection, Protocol, Sequence as Seq
 
 from scheduler.config import SchedulerConfig
 from scheduler.output import ScheduledChunk, SchedulerOutput
 from scheduler.sequence import Sequence, SequenceStatus
+from scheduler.step_cost import StepCostModel
 
 
 class BlockAccounting(Protocol):
@@ -25,12 +27,18 @@ class QueueFullError(RuntimeError):
 
 
 class Scheduler:
-    """Gives each step's token budget to running sequences first, then to waiting prompts.
+    """Gives each step's token budget to running sequences first, earliest deadline first, then to
+    waiting prompts.
 
     Invariants:
     - A step never exceeds `max_num_batched_tokens`, and at most `max_num_seqs` sequences run.
     - Running sequences that are decoding get their token before any prefill chunk is scheduled,
+      in order of their deadline (the stream closest to running dry first; ties by admission),
       so a long prompt delays a running stream by at most one chunk.
+    - With a clock (`schedule(now)`): a decoding stream sits out a step only when its listener
+      holds more than `skip_slack_seconds` of audio and the step has other work; and the step's
+      prefill tokens are limited so that `step_cost` predicts it to end before the smallest
+      positive slack among the streams it decodes.
     - When blocks run out, the lowest-priority, newest unscheduled running sequence is preempted:
       its blocks are freed, its computed count reset, and it waits at the front (by arrival).
     - Every sequence ends exactly once, through `finish` (or `abort`), which frees its blocks.
@@ -38,9 +46,10 @@ class Scheduler:
       that count alone decides when a sequence reaches its output limit.
     """
 
-    def __init__(self, config: SchedulerConfig, kv: BlockAccounting) -> None:
+    def __init__(self, config: SchedulerConfig, kv: BlockAccounting, step_cost: StepCostModel | None = None) -> None:
         self.config = config
         self.kv = kv
+        self.step_cost = step_cost or StepCostModel()
         self.waiting: list[Sequence] = []  # kept sorted by _order_key
         self.running: list[Sequence] = []  # admission order
         self._by_id: dict[str, Sequence] = {}
@@ -77,29 +86,30 @@ class Scheduler:
 
     # ---- one step --------------------------------------------------------------------------
 
-    def schedule(self) -> SchedulerOutput:
+    def schedule(self, now: float | None = None) -> SchedulerOutput:
+        """This step's work. `now` (monotonic seconds, the clock of the sequences' deadlines)
+        turns on the rules that need one: skipping streams far ahead of their listener, and
+        prefill sized by slack; without it every running stream steps and prefill takes what is
+        left of the budget."""
         out = SchedulerOutput()
-        budget = self.config.max_num_batched_tokens
         scheduled: set[int] = set()
         # NOTE: decoding streams first, then prompts already admitted and still prefilling, so a
         # prefill chunk can never take the token a running stream needs to stay real-time.
-        decoding = [s for s in self.running if not s.is_prefilling]
-        prefilling = [s for s in self.running if s.is_prefilling]
-        for seq in decoding + prefilling:
-            if budget == 0:
-                break
-            if seq.status is not SequenceStatus.RUNNING:
-                continue  # preempted earlier in this loop to make room for an older stream
-            num_new = self._chunk_size(seq, budget)
-            if not self._allocate_or_preempt(seq, num_new, scheduled, out):
-                continue
-            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, num_new))
-            scheduled.add(id(seq))
-            budget -= num_new
+        by_deadline = sorted(self.running, key=lambda s: s.deadline)  # stable: ties by admission
+        decoding = [s for s in by_deadline if not s.is_prefilling]
+        prefilling = [s for s in by_deadline if s.is_prefilling]
+        skipping = self._far_ahead(decoding, now)
+        stepping = [s for s in decoding if s not in skipping]
+        budget = self._schedule_running(stepping, self.config.max_num_batched_tokens, scheduled, out)
+        prefill_budget = min(budget, self._prefill_cap(out, now))
+        prefill_budget = self._schedule_running(prefilling, prefill_budget, scheduled, out)
         # NOTE: after a preemption the pool is tight; admitting new prompts now would only cause
         # the next preemption, so new work waits for a step that needed none.
         if not out.preempted_ids:
-            budget = self._admit_waiting(budget, out)
+            self._admit_waiting(prefill_budget, out)
+        if not out.chunks and skipping:
+            # Nobody else needed the step: the streams ahead of their listener may as well use it.
+            self._schedule_running(skipping, self.config.max_num_batched_tokens, scheduled, out)
         return out
 
     def update_from_output(self, output: SchedulerOutput, stopped: Collection[str] = ()) -> dict[str, str]:
@@ -132,6 +142,41 @@ class Scheduler:
         return finished
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def _schedule_running(self, seqs: list[Sequence], budget: int, scheduled: set[int], out: SchedulerOutput) -> int:
+        """Chunks for running `seqs` in order, within `budget`; returns what is left of it."""
+        for seq in seqs:
+            if budget == 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:
+                continue  # preempted earlier in this step to make room for an older stream
+            num_new = self._chunk_size(seq, budget)
+            if not self._allocate_or_preempt(seq, num_new, scheduled, out):
+                continue
+            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, num_new))
+            scheduled.add(id(seq))
+            budget -= num_new
+        return budget
+
+    def _far_ahead(self, decoding: list[Sequence], now: float | None) -> list[Sequence]:
+        """The decoding streams whose listener holds more than `skip_slack_seconds` of audio."""
+        limit = self.config.skip_slack_seconds
+        if now is None or limit is None:
+            return []
+        # NOTE: a stream without a deadline (inf) has no listener to measure against: it steps.
+        return [s for s in decoding if limit < s.deadline - now < math.inf]
+
+    def _prefill_cap(self, out: SchedulerOutput, now: float | None) -> int:
+        """Prefill tokens the step can take and still end, as `step_cost` predicts, before the
+        smallest slack among the streams it decodes (`out` holds their chunks so far)."""
+        # NOTE: a stream already past its deadline is stalled whatever this step does; counting
+        # it would hold every prompt back until it recovers, and the newcomers' deadlines with it.
+        # One without a deadline (inf) has no listener to protect.
+        slacks = [c.seq.deadline - now for c in out.chunks] if now is not None else []
+        live = [slack for slack in slacks if 0 < slack < math.inf]
+        if not live:
+            return self.config.max_num_batched_tokens
+        return self.step_cost.prefill_tokens_within(min(live), len(out.chunks))
 
     def _chunk_size(self, seq: Sequence, budget: int) -> int:
         num_new = min(seq.num_uncomputed_tokens, budget)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from dataclasses import dataclass, field
 
 _arrival_counter = itertools.count()
@@ -39,6 +40,10 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     num_preemptions: int = 0
     arrival_index: int = field(default_factory=lambda: next(_arrival_counter))
+    # When its listener runs dry (monotonic seconds): playback start + audio emitted, or before
+    # its first audio the deadline for that. The engine sets it after every step; the scheduler
+    # serves the earliest first. inf: no deadline known (it goes after every stream that has one).
+    deadline: float = math.inf
 
     @property
     def num_tokens(self) -> int:

@@ -1,7 +1,8 @@
 """The streaming audio stage: each request's frames → PCM chunks, in order, exactly once.
 
 config.py    StreamingConfig: how streams are cut into windows (None: the codec's own value)
-chunking.py  the listener's slack and the size of each stream's next chunk
+chunking.py  the listener's slack (Playback: what the engine reads of it) and the size of each
+             stream's next chunk
 decoder.py   StreamingDecoder: windows batched across streams, crossfaded, emitted in order
 runners.py   where a batch decodes: in the step, or on a CUDA side stream
 graphs.py    the codec's window decodes replayed from CUDA graphs

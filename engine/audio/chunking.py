@@ -9,6 +9,8 @@ Positive: it is still playing; zero or less: it has run dry (and is stalled unti
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.audio.config import StreamingConfig
 
 
@@ -16,6 +18,26 @@ def listener_slack(playback_start: float, emitted_seconds: float, now: float) ->
     """Seconds of emitted audio a listener who began playing at `playback_start` (monotonic
     seconds) has left at `now`."""
     return playback_start + emitted_seconds - now
+
+
+@dataclass(slots=True, frozen=True)
+class Playback:
+    """Where one stream's listener stands: `start` is when its first audio left (None before),
+    `emitted_seconds` the audio out so far, `pending_seconds` audio whose frames exist but which
+    has not left yet (it leaves with a later chunk)."""
+
+    start: float | None
+    emitted_seconds: float
+    pending_seconds: float
+
+    def slack(self, now: float) -> float | None:
+        """The listener's slack at `now`; None before the stream's first audio."""
+        return None if self.start is None else listener_slack(self.start, self.emitted_seconds, now)
+
+    @property
+    def runs_dry_at(self) -> float | None:
+        """When the listener will have played everything emitted so far; None before its start."""
+        return None if self.start is None else self.start + self.emitted_seconds
 
 
 class ChunkPolicy:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.audio.chunking import ChunkPolicy, listener_slack
+from engine.audio.chunking import ChunkPolicy, Playback
 from engine.audio.config import StreamingConfig
 from engine.audio.runners import SYNC_RUNNER, CodecRunner
 from model.codecs.base import FrameCodec
@@ -109,6 +109,11 @@ class StreamingDecoder:
         """Frames received but whose audio has not been emitted yet, over all streams."""
         return sum(s.received - s.emitted for s in self._streams.values())
 
+    def playback(self, stream_id: Hashable) -> Playback | None:
+        """Where the stream's listener stands; None for a stream not open (or already flushed)."""
+        stream = self._streams.get(stream_id)
+        return None if stream is None else self._playback(stream)
+
     def open(self, stream_id: Hashable) -> None:
         if stream_id in self._streams:
             raise ValueError(f"stream {stream_id!r} is already open")
@@ -140,7 +145,11 @@ class StreamingDecoder:
         now = time.monotonic() if now is None else now
         empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
-        planned = (self._plan(stream_id, stream, now) for stream_id, stream in self._streams.items())
+        # NOTE: streams closest to running dry first (a first chunk is due now): their batches
+        # launch first (on a side stream they finish first), and so do their windows when a
+        # failed batch is retried one window at a time; a bound on windows per step would keep them.
+        by_urgency = sorted(self._streams.items(), key=lambda item: self._runs_dry_at(item[1], now))
+        planned = (self._plan(stream_id, stream, now) for stream_id, stream in by_urgency)
         windows = [w for w in planned if w is not None]
         owners = {w.stream_id: self._streams[w.stream_id] for w in windows}
         for window in windows:
@@ -202,13 +211,18 @@ class StreamingDecoder:
         if stream.finished:
             # Final flush: every remaining frame, no lookahead needed.
             return _Window(stream_id, first, stream.emitted, stream.received, stream.received, True)
-        slack = None
-        if stream.playback_start is not None:
-            slack = listener_slack(stream.playback_start, stream.emitted * self._frame_seconds, now)
-        end = self.policy.chunk_end(stream.emitted, stream.received, slack)
+        end = self.policy.chunk_end(stream.emitted, stream.received, self._playback(stream).slack(now))
         if end is None:
             return None
         return _Window(stream_id, first, stream.emitted, end, end + self.config.lookahead_frames, False)
+
+    def _playback(self, stream: _Stream) -> Playback:
+        return Playback(stream.playback_start, stream.emitted * self._frame_seconds,
+                        (stream.received - stream.emitted) * self._frame_seconds)
+
+    def _runs_dry_at(self, stream: _Stream, now: float) -> float:
+        dry = self._playback(stream).runs_dry_at
+        return now if dry is None else dry
 
     def _window_frames(self, window: _Window) -> Tensor:
         stream = self._streams[window.stream_id]

@@ -6,6 +6,7 @@ from typing import Hashable
 import torch
 from torch import Tensor
 
+from engine.audio.chunking import Playback
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import PendingAudio, StreamChunk, StreamingDecoder
 from engine.audio.runners import CodecRunner, runner_for
@@ -42,6 +43,10 @@ class AudioStage:
 
     def discard(self, stream_id: Hashable) -> None:
         self.decoder.discard(stream_id)
+
+    def playback(self, stream_id: Hashable) -> Playback | None:
+        """Where the stream's listener stands (None once its audio is all out, or unknown)."""
+        return self.decoder.playback(stream_id)
 
     def step(self) -> dict[Hashable, StreamChunk]:
         """The chunks ready now, at most one per stream."""

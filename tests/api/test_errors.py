@@ -12,8 +12,10 @@ from tests.api.conftest import speech_body, start_server
 
 @pytest.fixture(scope="module")
 def busy_server(chorus_cache):
-    """One stream at a time and one waiting: a third concurrent request overflows the queue."""
-    with start_server(api_key=None, max_num_seqs=1, max_num_batched_tokens=64, max_waiting=1) as live:
+    """One stream at a time and one waiting: a third concurrent request overflows the queue
+    (admission off: its own refusals are tests/api/test_overload.py's)."""
+    with start_server(api_key=None, max_num_seqs=1, max_num_batched_tokens=64, max_waiting=1,
+                      max_queue_delay=None) as live:
         yield live
 
 

@@ -20,6 +20,10 @@ def tiny_model(chorus_cache) -> str:
 def engine_config(model: str, num_blocks: int = 512, mode: str = "inproc", **scheduler) -> EngineConfig:
     scheduler.setdefault("max_num_seqs", 32)
     scheduler.setdefault("max_num_batched_tokens", 256)
+    # NOTE: these tests add many requests at once and step the core as fast as it goes, with no
+    # listener to keep up with: admission would refuse the work they need finished, so it is off
+    # unless a test turns it on (tests/engine/test_admission_core.py, tests/api/test_overload.py).
+    scheduler.setdefault("max_queue_delay", None)
     return EngineConfig(
         model=ModelConfig(model=model, device="cpu"),
         cache=CacheConfig(block_size=16, num_blocks=num_blocks),

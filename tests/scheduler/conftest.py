@@ -3,6 +3,7 @@ from __future__ import annotations
 from memory.block_hash import hash_full_blocks
 from memory.kv_cache_manager import KVCacheManager
 from scheduler import Scheduler, SchedulerConfig, Sequence
+from scheduler.step_cost import StepCostModel
 
 
 class Simulator:
@@ -10,9 +11,9 @@ class Simulator:
     output count fixed in advance (its `max_output_tokens`) instead of a model deciding when it
     stops."""
 
-    def __init__(self, num_blocks: int, block_size: int = 4, **config) -> None:
+    def __init__(self, num_blocks: int, block_size: int = 4, step_cost: StepCostModel | None = None, **config) -> None:
         self.kv = KVCacheManager(num_blocks, block_size)
-        self.scheduler = Scheduler(SchedulerConfig(**config), self.kv)
+        self.scheduler = Scheduler(SchedulerConfig(**config), self.kv, step_cost)
         self.block_size = block_size
         self.sequences: dict[str, Sequence] = {}
         self.finished: list[str] = []
@@ -31,8 +32,8 @@ class Simulator:
         self.sequences[request_id] = seq
         return seq
 
-    def step(self):
-        out = self.scheduler.schedule()
+    def step(self, now: float | None = None):
+        out = self.scheduler.schedule(now)
         self.steps.append(out)
         self.finished += self.scheduler.update_from_output(out)
         return out

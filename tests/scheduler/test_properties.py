@@ -1,12 +1,18 @@
 """Random workloads against the real scheduler and block manager: the invariants hold every step."""
 from __future__ import annotations
 
+import math
+import random
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from scheduler.step_cost import StepCostModel
 
 from .conftest import Simulator
 
 request = st.tuples(st.integers(1, 40), st.integers(1, 30), st.integers(0, 3), st.booleans())
+SKIP_SLACK = 1.0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -22,6 +28,29 @@ request = st.tuples(st.integers(1, 40), st.integers(1, 30), st.integers(0, 3), s
 def test_random_workloads_keep_every_invariant(
     requests, num_blocks, max_num_seqs, extra_budget, chunk, policy, arrive_late
 ):
+    run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy, arrive_late, clock=None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    requests=st.lists(request, min_size=1, max_size=12),
+    num_blocks=st.integers(18, 60),
+    max_num_seqs=st.integers(1, 6),
+    extra_budget=st.integers(0, 20),
+    chunk=st.one_of(st.none(), st.integers(1, 16)),
+    arrive_late=st.integers(0, 6),
+    clock=st.randoms(use_true_random=False),
+)
+def test_random_deadlines_keep_every_invariant_and_the_deadline_rules(
+    requests, num_blocks, max_num_seqs, extra_budget, chunk, arrive_late, clock
+):
+    run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, "fcfs", arrive_late, clock)
+
+
+def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy, arrive_late,
+                 clock: random.Random | None) -> None:
+    """Drives the workload to its end, checking every step; with `clock`, each running stream
+    gets a random deadline before each step, and the step runs on a clock."""
     budget = max_num_seqs + extra_budget
     sim = Simulator(
         num_blocks=num_blocks,
@@ -30,6 +59,8 @@ def test_random_workloads_keep_every_invariant(
         max_num_batched_tokens=budget,
         max_prefill_chunk=chunk,
         policy=policy,
+        skip_slack_seconds=SKIP_SLACK,
+        step_cost=StepCostModel(prior=(0.01, 0.02, 0.005)),
     )
     shared_prefix = list(range(500, 512))
     pending = []
@@ -41,13 +72,19 @@ def test_random_workloads_keep_every_invariant(
     for rid, tokens, outputs, priority in pending[: len(pending) - arrive_late]:
         sim.add(rid, 0, outputs, priority, tokens=tokens)
     late = pending[len(pending) - arrive_late :]
+    now = None
     for step in range(5000):
         if late and step % 3 == 0:
             rid, tokens, outputs, priority = late.pop(0)
             sim.add(rid, 0, outputs, priority, tokens=tokens)
         if not sim.scheduler.num_unfinished and not late:
             break
-        out = sim.step()
+        if clock is not None:
+            now = float(step)
+            for seq in sim.scheduler.running:
+                seq.deadline = clock.choice([math.inf, now - 1.0, now + clock.uniform(0.0, 2.0)])
+        decoding = [s for s in sim.scheduler.running if not s.is_prefilling]
+        out = sim.step(now)
         ids = [c.seq.request_id for c in out.chunks]
         assert len(ids) == len(set(ids)), "a sequence scheduled twice in one step"
         assert out.num_batched_tokens <= budget
@@ -56,6 +93,8 @@ def test_random_workloads_keep_every_invariant(
             assert c.num_new_tokens >= 1 and c.end <= c.seq.num_tokens + 1
             if chunk is not None and c.seq.is_prefilling:
                 assert c.num_new_tokens <= chunk
+        if now is not None:
+            check_deadline_rules(sim, out, decoding, now)
         owned = sum(sim.kv.num_request_blocks(s.request_id) for s in sim.scheduler.running)
         assert sim.kv.num_used_blocks <= owned  # shared prefix blocks are counted once
         assert all(sim.kv.num_request_blocks(s.request_id) == 0 for s in sim.scheduler.waiting)
@@ -65,3 +104,20 @@ def test_random_workloads_keep_every_invariant(
     assert sim.kv.num_free_blocks == num_blocks  # no leaks
     for rid, _, outputs, _ in pending:
         assert sim.sequences[rid].num_output_tokens == outputs  # counted once each, preempted or not
+
+
+def check_deadline_rules(sim: Simulator, out, decoding: list, now: float) -> None:
+    """Earliest deadline first among the decoding streams; only streams far ahead of their
+    listener sit out, and only when the step has other work; prefill fits the smallest slack."""
+    in_step = {id(c.seq) for c in out.chunks}
+    decoded = [c for c in out.chunks if any(c.seq is s for s in decoding)]
+    deadlines = [c.seq.deadline for c in decoded]
+    skipped = [s for s in decoding if id(s) not in in_step and s.request_id not in out.preempted_ids]
+    assert deadlines == sorted(deadlines)
+    if skipped:
+        assert out.chunks, "a step left empty while streams sat out"
+        assert all(SKIP_SLACK < s.deadline - now < math.inf for s in skipped)
+    slacks = [d - now for d in deadlines if d - now > 0]
+    prefill = sum(c.num_new_tokens for c in out.chunks if all(c.seq is not s for s in decoding))
+    if slacks and prefill:
+        assert sim.scheduler.step_cost.predict(len(decoded), prefill) <= min(slacks) + 1e-9

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler import QueueFullError, SchedulerConfig, SequenceStatus
+from scheduler.step_cost import StepCostModel
 
 from .conftest import Simulator
 
@@ -165,3 +166,61 @@ def test_duplicate_id_rejected():
     sim.add("a", prompt_len=2, outputs=1)
     with pytest.raises(ValueError, match="already"):
         sim.add("a", prompt_len=2, outputs=1)
+
+
+# ---- deadlines (the engine sets them; here they are set by hand) ----------------------------
+
+
+def decoding_sim(n: int, **config) -> tuple[Simulator, list]:
+    """n streams past their prompts, decoding."""
+    sim = Simulator(num_blocks=256, max_num_seqs=8, max_num_batched_tokens=64, **config)
+    seqs = [sim.add(f"s{i}", prompt_len=4, outputs=100) for i in range(n)]
+    sim.step()
+    return sim, seqs
+
+
+def test_decoding_streams_go_earliest_deadline_first():
+    sim, (a, b, c) = decoding_sim(3, skip_slack_seconds=None)
+    a.deadline, b.deadline, c.deadline = 5.0, 1.0, 3.0
+    assert [ch.seq.request_id for ch in sim.step(now=0.0).chunks] == ["s1", "s2", "s0"]
+    for seq in (a, b, c):
+        seq.deadline = float("inf")
+    assert [ch.seq.request_id for ch in sim.step(now=0.0).chunks] == ["s0", "s1", "s2"]  # ties: admission order
+
+
+def test_a_stream_far_ahead_sits_out_steps_others_need():
+    sim, (ahead, behind, unknown) = decoding_sim(3, skip_slack_seconds=2.0)
+    ahead.deadline, behind.deadline = 10.0 + 2.5, 10.0 + 0.5  # unknown keeps inf: no listener to outrun
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s1", "s2"]
+    assert sorted(chunk_sizes(sim.step())) == ["s0", "s1", "s2"]  # no clock, no skipping
+    sim.scheduler.abort("s1")
+    sim.scheduler.abort("s2")
+    assert list(chunk_sizes(sim.step(now=10.0))) == ["s0"]  # nobody else needs the step
+
+
+def test_prefill_is_sized_by_the_smallest_slack():
+    cost = StepCostModel(prior=(0.0, 0.25, 0.125))  # exact in binary
+    sim, (a, b) = decoding_sim(2, step_cost=cost, skip_slack_seconds=None)
+    a.deadline, b.deadline = 2.0, 8.0
+    sim.add("prompt", prompt_len=40, outputs=5)
+    out = sim.step(now=0.0)
+    # Two rows take 0.5 s of the 2 s the closest listener holds: 1.5 s / 0.125 s = 12 tokens.
+    assert chunk_sizes(out) == {"s0": 1, "s1": 1, "prompt": 12}
+    assert cost.predict(2, 12) <= 2.0
+
+
+def test_no_prefill_when_the_rows_alone_use_the_slack():
+    cost = StepCostModel(prior=(0.0, 0.25, 0.125))
+    sim, (a, b) = decoding_sim(2, step_cost=cost, skip_slack_seconds=None)
+    a.deadline, b.deadline = 0.4, 8.0
+    sim.add("prompt", prompt_len=40, outputs=5)
+    assert chunk_sizes(sim.step(now=0.0)) == {"s0": 1, "s1": 1}
+    assert [s.request_id for s in sim.scheduler.waiting] == ["prompt"]
+
+
+def test_a_stalled_stream_does_not_hold_prompts_back():
+    cost = StepCostModel(prior=(0.0, 0.25, 0.125))
+    sim, (a, b) = decoding_sim(2, step_cost=cost, skip_slack_seconds=None)
+    a.deadline, b.deadline = -1.0, 8.0  # a's listener already ran dry: only b's slack counts
+    sim.add("prompt", prompt_len=100, outputs=5)
+    assert chunk_sizes(sim.step(now=0.0))["prompt"] == 60  # (8 - 0.5) / 0.125, within the 62 left

@@ -1,0 +1,154 @@
+"""Admission: a new request starts only when every admitted stream keeps its playback deadline.
+
+Otherwise it waits, at most until its first-audio deadline (arrival + `max_queue_delay`), or is
+refused at once, with the seconds until the engine expects room for it, when it could not start
+in time. The projection is scheduler/deadlines.py's; the step costs are the engine's measured
+`StepCostModel`; each stream's slack is the audio stage's (`Playback`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from engine.audio.chunking import Playback
+from engine.errors import RequestRejected
+from engine.request import Request
+from scheduler.config import SchedulerConfig
+from scheduler.deadlines import StreamOutlook, all_keep_slack, realtime_capacity, start_delay, timeline_of
+from scheduler.step_cost import StepCostModel
+
+
+def deadline_of(request: Request, playback: Playback | None) -> float:
+    """When the request's listener runs dry: its playback start + audio emitted, or before its
+    first audio, the deadline for that."""
+    if playback is not None and playback.runs_dry_at is not None:
+        return playback.runs_dry_at
+    return request.first_audio_deadline
+
+
+@dataclass(slots=True)
+class AdmissionCounts:
+    """Requests by decision since the engine started; only ever grow. A request that waited is
+    counted as queued, and again as admitted or refused when its wait ends."""
+
+    admitted: int = 0
+    queued: int = 0
+    refused: int = 0
+
+
+class Admission:
+    """Decides for each new request: start now, wait (arrival order), or be refused.
+
+    Invariants: a request starts only if, with it, every committed stream's projected slack stays
+    positive and it has its first audio by its deadline, except the one request an idle engine
+    always starts; a committed stream is never put back or refused to make room; a queued request
+    starts or is refused by the first step after it could no longer start in time; a
+    continuation is never queued or refused. With `max_queue_delay` None, everything starts.
+    """
+
+    def __init__(self, config: SchedulerConfig, step_cost: StepCostModel, step_audio: float,
+                 first_audio_outputs: int) -> None:
+        self.max_queue_delay = config.max_queue_delay
+        self.max_num_seqs = config.max_num_seqs
+        self.step_cost = step_cost
+        self.step_audio = step_audio
+        self.first_audio_outputs = first_audio_outputs
+        self.queue: list[Request] = []
+        self.counts = AdmissionCounts()
+
+    def offer(self, request: Request, committed: list[StreamOutlook], now: float, continuation: bool) -> bool:
+        """True: `request` starts now; False: it waits in the queue. Raises RequestRejected
+        ("overloaded", with `retry_after`) when it could not start in time."""
+        bypasses = continuation or self.max_queue_delay is None
+        if bypasses or (not self.queue and self._starts_now(committed, [request], now)):
+            self.counts.admitted += 1
+            return True
+        newcomers = self.queue + [request]
+        if start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at),
+                       self.step_cost.predict, self.step_audio) is None:
+            raise self._refusal(committed, newcomers, now)
+        self.queue.append(request)
+        self.counts.queued += 1
+        return False
+
+    def poll(self, committed: list[StreamOutlook],
+             now: float) -> tuple[list[Request], list[tuple[Request, RequestRejected]]]:
+        """The queued requests that start now (arrival order), and those refused now."""
+        started: list[Request] = []
+        while self.queue and self._starts_now(committed, started + self.queue[:1], now):
+            started.append(self.queue.pop(0))
+        self.counts.admitted += len(started)
+        running = len(committed) + len(started)
+        late = [r for r in self.queue if self._first_audio_after(r, running, now) > r.first_audio_deadline]
+        refused = [(r, self._refusal(committed, [r], now)) for r in late]
+        self.queue = [r for r in self.queue if r not in late]
+        return started, refused
+
+    def is_queued(self, request_id: str) -> bool:
+        return any(request.request_id == request_id for request in self.queue)
+
+    def withdraw(self, request_id: str) -> Request | None:
+        """Takes a queued request out (its client left); None if it is not queued."""
+        for request in self.queue:
+            if request.request_id == request_id:
+                self.queue.remove(request)
+                return request
+        return None
+
+    def outlook(self, request: Request, playback: Playback | None, now: float) -> StreamOutlook:
+        """A committed request as the projection sees it (`playback`: the audio stage's)."""
+        seq = request.seq
+        remaining = seq.max_output_tokens - seq.num_output_tokens
+        prefill = self.step_cost.prefill_seconds(max(0, seq.num_prompt_tokens - seq.num_computed_tokens))
+        if playback is not None and playback.start is not None:
+            # NOTE: a listener that has run dry waits for the next audio and plays on from there,
+            # so the future starts it from nothing rather than from its (negative) slack.
+            ahead = max(0.0, playback.slack(now)) + playback.pending_seconds
+            return StreamOutlook(ahead, remaining, prefill_seconds=prefill)
+        # Past its first-audio deadline it is late whatever happens; it only has to start at all.
+        left = request.first_audio_deadline - now
+        first_audio_steps = max(1, self.first_audio_outputs - seq.num_output_tokens)
+        return StreamOutlook(left if left > 0 else math.inf, remaining, first_audio_steps, prefill,
+                             seq.num_output_tokens)
+
+    def capacity(self) -> int:
+        """Streams the engine can step faster than real time, as its step costs stand now."""
+        return realtime_capacity(self.step_cost.predict, self.step_audio, self.max_num_seqs)
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
+        # NOTE: an idle engine starts anything: waiting cannot make it start any sooner.
+        return (not committed and len(newcomers) == 1) or self._fits(committed, newcomers, now)
+
+    def _fits(self, running: list[StreamOutlook], newcomers: list[Request], now: float,
+              fresh: bool = False) -> bool:
+        """Whether `newcomers` can start at `now` next to `running` (fresh: each judged with a
+        whole `max_queue_delay` ahead of it, as if it arrived at `now`)."""
+        if len(running) + len(newcomers) > self.max_num_seqs:
+            return False
+        streams = running + [self._newcomer(r, now, fresh) for r in newcomers]
+        return all_keep_slack(streams, self.step_cost.predict, self.step_audio)
+
+    def _newcomer(self, request: Request, now: float, fresh: bool) -> StreamOutlook:
+        left = self.max_queue_delay if fresh else request.first_audio_deadline - now
+        prefill = self.step_cost.prefill_seconds(request.seq.num_prompt_tokens)
+        return StreamOutlook(left, request.seq.max_output_tokens, self.first_audio_outputs, prefill)
+
+    def _first_audio_after(self, request: Request, running: int, now: float) -> float:
+        """When `request`'s first audio would come if it started now next to `running` streams."""
+        steps = self.first_audio_outputs * self.step_cost.predict(running + 1)
+        return now + self.step_cost.prefill_seconds(request.seq.num_prompt_tokens) + steps
+
+    def _refusal(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> RequestRejected:
+        """The refusal of the last of `newcomers`; its retry_after is when they could all start
+        had they arrived then, or failing that, when every committed stream will have ended."""
+        retry_after = start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at, fresh=True),
+                                  self.step_cost.predict, self.step_audio)
+        if retry_after is None:
+            retry_after = timeline_of(committed, self.step_cost.predict, self.step_audio).seconds[-1]
+        self.counts.refused += 1
+        return RequestRejected(
+            f"the engine is at its real-time capacity ({len(committed)} streams); retry in {retry_after:.1f} s",
+            "overloaded", retry_after,
+        )

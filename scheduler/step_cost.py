@@ -1,0 +1,117 @@
+"""What an engine step costs, learned from the steps the engine runs (pure Python, no tensors).
+
+    step seconds ≈ a + b · decode rows + c · prefill tokens
+
+Everything the engine does in a step is in the observed time (forward, sampling, the codec's
+windows, bookkeeping), so the codec's cost per stream is folded into b.
+"""
+from __future__ import annotations
+
+# NOTE: priors of a small model on a few CPU cores; they only matter for the first steps, which
+# replace them within a few dozen observations (a GPU's steps are far cheaper, a slow CPU's dearer).
+PRIOR_COEFFICIENTS = (0.01, 0.003, 0.0002)
+# Where the prior speaks: one step of each kind it was read from (rows, prefill tokens).
+_PRIOR_POINTS = ((1, 0), (16, 0), (1, 128))
+# Weight of each prior point: it never decays, so a direction the data never explore (steps
+# always of the same size cannot tell a from b) falls back to the prior instead of drifting.
+_PRIOR_WEIGHT = 0.1
+# An observation above this many times the prediction is clipped to it: a garbage-collection
+# pause or a neighbour's burst on a shared machine must not shut admission for a minute.
+_OUTLIER_FACTOR = 4.0
+
+
+def _solve3(m: list[list[float]], v: list[float]) -> list[float]:
+    """x with m x = v for a symmetric positive definite 3 x 3 m (Gaussian elimination)."""
+    a = [row[:] + [rhs] for row, rhs in zip(m, v)]
+    for col in range(3):
+        pivot = max(range(col, 3), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot] = a[pivot], a[col]
+        for row in range(col + 1, 3):
+            factor = a[row][col] / a[col][col]
+            for k in range(col, 4):
+                a[row][k] -= factor * a[col][k]
+    x = [0.0, 0.0, 0.0]
+    for row in (2, 1, 0):
+        x[row] = (a[row][3] - sum(a[row][k] * x[k] for k in range(row + 1, 3))) / a[row][row]
+    return x
+
+
+class StepCostModel:
+    """Least squares with exponential forgetting over the observed steps, anchored by a prior.
+
+    Invariant: `coefficients` (a, b, c) are never negative, so a step's predicted cost never
+    falls when rows or tokens are added (the deadline projections rely on that).
+    """
+
+    def __init__(self, forgetting: float = 0.97, prior: tuple[float, float, float] = PRIOR_COEFFICIENTS) -> None:
+        if not 0 < forgetting <= 1:
+            raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
+        if min(prior) < 0:
+            raise ValueError(f"prior coefficients must be >= 0, got {prior}")
+        self.forgetting = forgetting
+        self._prior_xtx = [[0.0] * 3 for _ in range(3)]
+        self._prior_xty = [0.0] * 3
+        for rows, tokens in _PRIOR_POINTS:
+            x = (1.0, float(rows), float(tokens))
+            self._accumulate(self._prior_xtx, self._prior_xty, x, sum(p * f for p, f in zip(prior, x)), _PRIOR_WEIGHT)
+        self._xtx = [[0.0] * 3 for _ in range(3)]
+        self._xty = [0.0] * 3
+        self.num_observed = 0
+        self.coefficients = tuple(prior)
+
+    def predict(self, decode_rows: int, prefill_tokens: int = 0) -> float:
+        a, b, c = self.coefficients
+        return a + b * decode_rows + c * prefill_tokens
+
+    def prefill_seconds(self, prefill_tokens: int) -> float:
+        """What `prefill_tokens` add to a step."""
+        return self.coefficients[2] * prefill_tokens
+
+    def prefill_tokens_within(self, seconds: float, decode_rows: int) -> int:
+        """The most prefill tokens a step with `decode_rows` rows can take and still last at most
+        `seconds` (0 when even the rows alone take longer)."""
+        spare = seconds - self.predict(decode_rows)
+        if spare <= 0:
+            return 0
+        c = self.coefficients[2]
+        return int(spare / c) if c > 0 else 2**31 - 1
+
+    def observe(self, decode_rows: int, prefill_tokens: int, seconds: float) -> None:
+        seconds = min(seconds, _OUTLIER_FACTOR * self.predict(decode_rows, prefill_tokens))
+        for row in self._xtx:
+            row[:] = [self.forgetting * value for value in row]
+        self._xty[:] = [self.forgetting * value for value in self._xty]
+        self._accumulate(self._xtx, self._xty, (1.0, float(decode_rows), float(prefill_tokens)), seconds, 1.0)
+        self.num_observed += 1
+        self._refit()
+
+    def _refit(self) -> None:
+        m = [[p + d for p, d in zip(prow, drow)] for prow, drow in zip(self._prior_xtx, self._xtx)]
+        v = [p + d for p, d in zip(self._prior_xty, self._xty)]
+        # A negative coefficient is noise (a step cannot get cheaper by doing more): pin it at 0
+        # and refit the others, so the prediction still matches the data where they are.
+        pinned: set[int] = set()
+        fitted = _solve3(m, v)
+        while min(fitted) < 0:
+            pinned.add(min(range(3), key=fitted.__getitem__))
+            fitted = _solve3(*self._pin(m, v, pinned))
+        self.coefficients = tuple(max(0.0, value) for value in fitted)
+
+    @staticmethod
+    def _pin(m: list[list[float]], v: list[float], pinned: set[int]) -> tuple[list[list[float]], list[float]]:
+        """The normal equations with the coefficients in `pinned` fixed at 0."""
+        m = [row[:] for row in m]
+        v = v[:]
+        for index in pinned:
+            for k in range(3):
+                m[index][k] = m[k][index] = 0.0
+            m[index][index], v[index] = 1.0, 0.0
+        return m, v
+
+    @staticmethod
+    def _accumulate(xtx: list[list[float]], xty: list[float], x: tuple[float, float, float], y: float,
+                    weight: float) -> None:
+        for i in range(3):
+            xty[i] += weight * x[i] * y
+            for j in range(3):
+                xtx[i][j] += weight * x[i] * x[j]

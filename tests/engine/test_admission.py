@@ -1,0 +1,151 @@
+"""Admission decisions with constructed clocks and step costs: start, wait, or refuse."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.admission import Admission, deadline_of
+from engine.audio.chunking import Playback
+from engine.errors import RequestRejected
+from engine.request import Request
+from model.families.base import SpeechPrompt, StreamState
+from model.sampling import SamplingParams
+from scheduler.config import SchedulerConfig
+from scheduler.deadlines import StreamOutlook, Timeline
+from scheduler.sequence import Sequence
+from scheduler.step_cost import StepCostModel
+
+STEP_AUDIO = 0.1  # seconds of audio per step and stream
+FIRST_AUDIO_OUTPUTS = 3
+ROW_SECONDS = 0.03  # a step costs 0.03 s per stream: three streams keep up, four do not
+
+
+def make_request(rid: str, now: float = 0.0, outputs: int = 50, prompt_tokens: int = 10, delay: float = 1.0) -> Request:
+    seq = Sequence(rid, num_prompt_tokens=prompt_tokens, max_output_tokens=outputs)
+    stream = StreamState(SpeechPrompt(token_ids=[1] * prompt_tokens), SamplingParams(max_tokens=outputs))
+    return Request(rid, seq, stream, arrival=now, first_audio_deadline=now + delay)
+
+
+def make_admission(max_num_seqs: int = 8, max_queue_delay: float | None = 1.0,
+                   cost: tuple[float, float, float] = (0.0, ROW_SECONDS, 0.0)) -> Admission:
+    config = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=64, max_queue_delay=max_queue_delay)
+    # Never observed, so the prior is the cost: a constructed machine.
+    return Admission(config, StepCostModel(prior=cost), STEP_AUDIO, FIRST_AUDIO_OUTPUTS)
+
+
+def playing(n: int, ahead: float, remaining: int) -> list[StreamOutlook]:
+    return [StreamOutlook(ahead, remaining)] * n
+
+
+def test_starts_when_every_projected_slack_stays_positive():
+    admission = make_admission()
+    assert admission.offer(make_request("new"), playing(2, 1.0, 100), now=0.0, continuation=False)
+    assert admission.counts.admitted == 1 and not admission.queue
+
+
+def test_waits_when_room_comes_before_its_deadline():
+    admission = make_admission()
+    # Four streams already outrun real time (0.12 s a step); they end within 5 steps (0.6 s).
+    assert not admission.offer(make_request("new"), playing(4, 0.2, 5), now=0.0, continuation=False)
+    assert [r.request_id for r in admission.queue] == ["new"] and admission.counts.queued == 1
+
+
+@pytest.mark.parametrize("remaining", [50, 100])
+def test_refused_at_once_when_room_comes_too_late_with_the_projected_drain_time(remaining):
+    admission = make_admission()
+    committed = playing(4, 0.2, remaining)
+    with pytest.raises(RequestRejected) as info:
+        admission.offer(make_request("new"), committed, now=0.0, continuation=False)
+    assert info.value.code == "overloaded"
+    # Room comes once the four streams have ended: not a constant, the projection's own time.
+    drained = Timeline([remaining] * 4, admission.step_cost.predict, STEP_AUDIO).elapsed(remaining)
+    assert info.value.retry_after == pytest.approx(drained)
+    assert admission.counts.refused == 1 and not admission.queue
+
+
+def test_retry_after_counts_only_the_streams_that_must_end():
+    admission = make_admission()
+    # Three of four end after 10 steps, one runs on: one stream must end to make room.
+    committed = playing(3, 0.2, 10) + playing(1, 0.2, 400)
+    with pytest.raises(RequestRejected) as info:
+        admission.offer(make_request("new", delay=0.5), committed, now=0.0, continuation=False)
+    assert info.value.retry_after == pytest.approx(10 * 4 * ROW_SECONDS)
+
+
+def test_queued_request_starts_once_streams_have_ended():
+    admission = make_admission()
+    admission.offer(make_request("new"), playing(4, 0.2, 5), now=0.0, continuation=False)
+    started, refused = admission.poll(playing(1, 0.5, 100), now=0.6)
+    assert [r.request_id for r in started] == ["new"] and not refused and not admission.queue
+    assert admission.counts.admitted == 1
+
+
+def test_queued_request_is_refused_once_it_could_no_longer_start_in_time():
+    admission = make_admission()
+    admission.offer(make_request("new"), playing(4, 0.2, 5), now=0.0, continuation=False)
+    started, refused = admission.poll(playing(4, 0.2, 5), now=0.5)
+    assert not started and not refused  # 0.5 + 3 steps of 5 streams (0.45 s) is still in time
+    started, refused = admission.poll(playing(4, 0.2, 5), now=0.6)
+    assert not started and [r.request_id for r, _ in refused] == ["new"]
+    assert refused[0][1].code == "overloaded" and refused[0][1].retry_after > 0
+    assert not admission.queue and admission.counts.refused == 1
+
+
+def test_arrivals_wait_behind_the_queue_in_order():
+    admission = make_admission()
+    admission.offer(make_request("first"), playing(4, 0.2, 5), now=0.0, continuation=False)
+    assert not admission.offer(make_request("second"), playing(4, 0.2, 5), now=0.0, continuation=False)
+    started, _ = admission.poll([], now=0.6)
+    assert [r.request_id for r in started] == ["first", "second"]
+
+
+def test_continuations_always_start():
+    admission = make_admission()
+    assert admission.offer(make_request("next-segment"), playing(8, 0.0, 1000), now=0.0, continuation=True)
+    assert admission.counts.refused == 0
+
+
+def test_without_a_queue_delay_everything_starts():
+    admission = make_admission(max_queue_delay=None)
+    assert admission.offer(make_request("any"), playing(8, 0.0, 1000), now=0.0, continuation=False)
+
+
+def test_an_idle_engine_starts_even_what_cannot_meet_its_deadline():
+    admission = make_admission(cost=(0.0, ROW_SECONDS, 1.0))  # a second per prompt token
+    assert admission.offer(make_request("huge", prompt_tokens=100), [], now=0.0, continuation=False)
+
+
+def test_running_slots_are_room_too():
+    admission = make_admission(max_num_seqs=2, cost=(0.0, 0.001, 0.0))
+    assert not admission.offer(make_request("third"), playing(2, 5.0, 20), now=0.0, continuation=False)
+
+
+def test_a_withdrawn_request_leaves_the_queue():
+    admission = make_admission()
+    admission.offer(make_request("gone"), playing(4, 0.2, 5), now=0.0, continuation=False)
+    assert admission.is_queued("gone")
+    assert admission.withdraw("gone").request_id == "gone"
+    assert admission.withdraw("gone") is None and not admission.queue
+
+
+def test_capacity_is_the_streams_that_keep_up():
+    assert make_admission().capacity() == 3
+    assert make_admission(max_num_seqs=2).capacity() == 2
+
+
+def test_outlook_and_deadline_read_the_audio_stage_playback():
+    admission = make_admission(cost=(0.0, ROW_SECONDS, 0.01))
+    request = make_request("r", now=10.0, outputs=50, prompt_tokens=10)
+    request.seq.num_output_tokens, request.seq.num_computed_tokens = 20, 6  # 4 prompt tokens to go
+    before = admission.outlook(request, Playback(None, 0.0, 0.0), now=10.2)
+    assert before == StreamOutlook(pytest.approx(0.8), 30, first_audio_steps=1, prefill_seconds=pytest.approx(0.04),
+                                   generated_steps=20)
+    assert deadline_of(request, None) == 11.0
+    request.seq.num_computed_tokens = 29
+    playback = Playback(start=10.5, emitted_seconds=1.0, pending_seconds=0.3)
+    assert admission.outlook(request, playback, now=11.0) == StreamOutlook(pytest.approx(0.8), 30)
+    assert deadline_of(request, playback) == 11.5
+    # A listener that ran dry plays on from the next audio; a first audio already late only has to come.
+    assert admission.outlook(request, playback, now=20.0).ahead == pytest.approx(0.3)
+    assert admission.outlook(request, None, now=12.0).ahead == math.inf

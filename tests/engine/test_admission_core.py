@@ -1,0 +1,106 @@
+"""Admission in the engine core on tiny-random, on a constructed machine (fixed step costs)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import RequestRejected
+from model.sampling import SamplingParams
+
+from .conftest import drain
+
+SAMPLES_PER_FRAME = 2048
+OUTPUTS = 70  # 10 frames of 7 tokens
+
+
+def fixed_cost(core, per_row: float) -> None:
+    """Makes every step cost `per_row` seconds per stream, whatever the machine measures."""
+    core.step_cost.coefficients = (0.0, per_row, 0.0)
+    core.step_cost.observe = lambda *args: None
+
+
+def add(core, tiny_frontend, rid: str, continuation: bool = False) -> None:
+    params = SamplingParams(temperature=0.8, seed=int(rid[1:]), max_tokens=OUTPUTS)
+    core.add_request(rid, tiny_frontend.prepare(f"Sentence {rid}.", "tara"), params, continuation=continuation)
+
+
+def test_a_burst_beyond_capacity_is_refused_and_what_starts_completes(make_core, tiny_frontend):
+    # Two slots; two streams step faster than real time (0.01 s per step for 1/82 s of audio).
+    core = make_core(num_blocks=256, max_num_seqs=2, max_queue_delay=2.0)
+    fixed_cost(core, 0.005)
+    refused: dict[str, RequestRejected] = {}
+    for i in range(6):
+        try:
+            add(core, tiny_frontend, f"r{i}")
+        except RequestRejected as exc:
+            refused[f"r{i}"] = exc
+    # r0, r1 start; r2, r3 wait for the slots that free when r0 and r1 end (70 steps of two
+    # streams: 0.7 s, within their 2 s); r4 and r5 could not start before their deadline.
+    assert sorted(core.requests) == ["r0", "r1"]
+    assert [r.request_id for r in core.admission.queue] == ["r2", "r3"]
+    assert sorted(refused) == ["r4", "r5"]
+    for exc in refused.values():
+        assert exc.code == "overloaded"
+        assert exc.retry_after == pytest.approx(0.7, rel=0.02)  # when r0 and r1 will have ended
+    streams = {r.request_id: r.stream for r in [*core.requests.values(), *core.admission.queue]}
+    chunks, late = drain_with_refusals(core)
+    # Each waiting request either started and finished whole, or was refused once (whether the
+    # real steps let it start in time depends on the machine), never both.
+    assert sorted([*chunks, *late]) == ["r0", "r1", "r2", "r3"]
+    assert {"r0", "r1"} <= set(chunks)
+    for rid, got in chunks.items():
+        assert [c.finished for c in got].count(True) == 1 and got[-1].finish_reason in ("stop", "length")
+        audio = np.concatenate([c.pcm for c in got])
+        assert len(audio) == streams[rid].num_frames * SAMPLES_PER_FRAME
+    assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+    stats = core.stats
+    assert (stats.requests_refused, stats.requests_queued) == (2 + len(late), 2)
+    assert stats.realtime_capacity == 2
+
+
+def test_continuations_start_even_when_the_engine_is_full(make_core, tiny_frontend):
+    core = make_core(num_blocks=256, max_num_seqs=2, max_queue_delay=0.5)
+    fixed_cost(core, 0.02)  # slower than real time even for one stream
+    add(core, tiny_frontend, "r0")
+    with pytest.raises(RequestRejected):
+        add(core, tiny_frontend, "r1")
+    add(core, tiny_frontend, "r2", continuation=True)
+    assert sorted(core.requests) == ["r0", "r2"]
+    chunks = drain(core)
+    assert all(got[-1].finish_reason in ("stop", "length") for got in chunks.values())
+
+
+def test_aborting_a_waiting_request_ends_it_with_one_final_chunk(make_core, tiny_frontend):
+    core = make_core(num_blocks=256, max_num_seqs=1, max_queue_delay=5.0)
+    fixed_cost(core, 0.005)
+    add(core, tiny_frontend, "r0")
+    add(core, tiny_frontend, "r1")
+    assert core.admission.is_queued("r1")
+    core.abort_request("r1")
+    chunks = drain(core)
+    assert [c.finish_reason for c in chunks["r1"]] == ["abort"]
+    assert chunks["r0"][-1].finish_reason in ("stop", "length")
+    assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+
+
+def test_a_duplicate_of_a_waiting_request_is_refused(make_core, tiny_frontend):
+    core = make_core(num_blocks=256, max_num_seqs=1, max_queue_delay=5.0)
+    fixed_cost(core, 0.005)
+    add(core, tiny_frontend, "r0")
+    add(core, tiny_frontend, "r1")
+    with pytest.raises(RequestRejected) as info:
+        add(core, tiny_frontend, "r1")
+    assert info.value.code == "duplicate_request_id"
+
+
+def drain_with_refusals(core, max_steps: int = 20_000) -> tuple[dict, dict]:
+    """Steps until idle; returns each request's chunks and the requests refused meanwhile."""
+    chunks: dict[str, list] = {}
+    late: dict[str, RequestRejected] = {}
+    for _ in range(max_steps):
+        if not core.has_work:
+            return chunks, late
+        for chunk in core.step():
+            chunks.setdefault(chunk.request_id, []).append(chunk)
+        late.update(core.take_refusals())
+    raise AssertionError("engine did not become idle")

@@ -1,0 +1,77 @@
+"""The step-cost model: priors first, then what the observed steps say, forgetting the old ones."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.step_cost import PRIOR_COEFFICIENTS, StepCostModel
+
+
+def observe_mix(model: StepCostModel, a: float, b: float, c: float, repeats: int) -> None:
+    for _ in range(repeats):
+        for rows, tokens in ((2, 0), (9, 0), (16, 0), (4, 64), (1, 200)):
+            model.observe(rows, tokens, a + b * rows + c * tokens)
+
+
+def test_before_any_step_the_prior_speaks():
+    model = StepCostModel()
+    a, b, c = PRIOR_COEFFICIENTS
+    assert model.predict(10, 20) == pytest.approx(a + 10 * b + 20 * c)
+
+
+def test_varied_steps_recover_the_true_costs():
+    model = StepCostModel()
+    observe_mix(model, 0.004, 0.0015, 0.00003, repeats=40)
+    assert model.coefficients == pytest.approx((0.004, 0.0015, 0.00003), rel=0.05, abs=2e-6)
+
+
+def test_old_steps_are_forgotten_when_the_machine_slows_down():
+    model = StepCostModel(forgetting=0.95)
+    observe_mix(model, 0.004, 0.0015, 0.00003, repeats=40)
+    observe_mix(model, 0.008, 0.003, 0.00006, repeats=40)
+    assert model.predict(12) == pytest.approx(0.008 + 12 * 0.003, rel=0.05)
+
+
+def test_steps_all_of_one_size_predict_that_size_exactly():
+    model = StepCostModel()
+    for _ in range(200):
+        model.observe(16, 0, 0.065)
+    assert model.predict(16) == pytest.approx(0.065, rel=0.01)
+    assert model.predict(17) > model.predict(16)  # the prior still says how rows add
+
+
+def test_one_huge_step_is_clipped():
+    model = StepCostModel()
+    for _ in range(100):
+        model.observe(8, 0, 0.03)
+    model.observe(8, 0, 10.0)  # a pause of the whole process
+    assert model.predict(8) < 0.03 * 1.5
+
+
+def test_prefill_tokens_within_a_time():
+    model = StepCostModel(prior=(0.5, 0.25, 0.125))  # exact in binary
+    assert model.prefill_tokens_within(2.0, decode_rows=2) == 8  # (2 - 0.5 - 2 * 0.25) / 0.125
+    assert model.predict(2, 8) == 2.0
+    assert model.prefill_tokens_within(0.9, decode_rows=2) == 0  # the rows alone take 1 s
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="forgetting"):
+        StepCostModel(forgetting=0)
+    with pytest.raises(ValueError, match="prior"):
+        StepCostModel(prior=(0.01, -1.0, 0.0))
+
+
+observation = st.tuples(st.integers(0, 64), st.integers(0, 512), st.floats(0.0, 2.0))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(observation, min_size=1, max_size=60))
+def test_any_observations_keep_costs_non_negative_and_monotone(observations):
+    model = StepCostModel()
+    for rows, tokens, seconds in observations:
+        model.observe(rows, tokens, seconds)
+        assert min(model.coefficients) >= 0
+        assert model.predict(rows + 1, tokens) >= model.predict(rows, tokens)
+        assert model.predict(rows, tokens + 1) >= model.predict(rows, tokens)
