@@ -42,7 +42,9 @@ def engine_sweep(family, model_config, plan: Plan) -> list[dict]:
     config = EngineConfig(
         model=model_config,
         cache=CacheConfig(block_size=plan.block_size, num_blocks=num_blocks),
-        scheduler=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget),
+        scheduler=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget,
+                                  # Raw work: every stream admitted and stepped, whatever its listener.
+                                  max_queue_delay=None, skip_slack_seconds=None),
         mode="inproc",
     )
     core = EngineCore(config, family=family)

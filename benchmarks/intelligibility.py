@@ -33,6 +33,7 @@ from engine.client import EngineClient
 from engine.config import EngineConfig
 from model.config import ModelConfig
 from model.sampling import SamplingParams
+from scheduler.config import SchedulerConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DURATION_RANGE = (0.8, 1.25)
@@ -138,7 +139,10 @@ async def engine_concurrent(client: EngineClient, sentences: list[str], streams:
 
 async def engine_system(model: str, sentences: list[str], concurrency: list[int], threads: int,
                         codec: str | None = None) -> tuple[SystemResult, dict]:
-    config = EngineConfig(model=ModelConfig(model=model, codec=codec, device="cpu"), mode="inproc", num_threads=threads)
+    # The voice's own speed: every stream admitted and stepped (admission and skipping are the
+    # serving benchmark's, benchmarks/serving.py).
+    config = EngineConfig(model=ModelConfig(model=model, codec=codec, device="cpu"), mode="inproc", num_threads=threads,
+                          scheduler=SchedulerConfig(max_queue_delay=None, skip_slack_seconds=None))
     if model == "tiny-random":
         name = f"`{model}` through the engine"
     else:

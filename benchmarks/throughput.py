@@ -115,7 +115,9 @@ def engine_runner(folder: str) -> Runner:
         config = EngineConfig(
             model=model_config,
             cache=CacheConfig(block_size=BLOCK_SIZE, num_blocks=num_blocks),
-            scheduler=SchedulerConfig(max_num_seqs=work.streams, max_num_batched_tokens=budget),
+            scheduler=SchedulerConfig(max_num_seqs=work.streams, max_num_batched_tokens=budget,
+                                      # Raw work: every stream admitted and stepped, whatever its listener.
+                                      max_queue_delay=None, skip_slack_seconds=None),
             mode="inproc",
         )
         core = EngineCore(config, family=family)
