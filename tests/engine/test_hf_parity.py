@@ -82,7 +82,9 @@ def engine_greedy(path, num_blocks: int, budget: int) -> tuple[list[list[int]], 
     config = EngineConfig(
         model=ModelConfig(model=str(path), device="cpu", constrain_audio_tokens=False),
         cache=CacheConfig(block_size=4, num_blocks=num_blocks),
-        scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=budget),
+        # Every prompt added at once and stepped every step: parity of the batching mechanics.
+        scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=budget, max_queue_delay=None,
+                                  skip_slack_seconds=None),
         mode="inproc",
     )
     core = EngineCore(config)

@@ -26,6 +26,7 @@ from engine.config import EngineConfig
 from model.config import ModelConfig
 from model.families.joe.prompt import JoePromptFrontend
 from model.families.joe.student import SHIPPED_WEIGHTS, read_config
+from scheduler.config import SchedulerConfig
 
 # Not eval sentences. Pooled over their 42 words, pocketsphinx's recall measured 0.71 for the
 # shipped voice (iSTFT decoder) and 0.76 with the HiFi-GAN decoder; noise scores ~0. One
@@ -53,7 +54,9 @@ def transcriber() -> Transcriber:
 
 
 async def synthesize_all(texts: list[str], speed: float = 1.0) -> list[tuple[np.ndarray, str]]:
-    config = EngineConfig(model=ModelConfig(model="joe", device="cpu"), mode="inproc")
+    # Every text at once, all admitted: these tests are about what the voice says, not about load.
+    config = EngineConfig(model=ModelConfig(model="joe", device="cpu"), mode="inproc",
+                          scheduler=SchedulerConfig(max_queue_delay=None))
     async with EngineClient(config) as client:
         async def one(text: str) -> tuple[np.ndarray, str]:
             pieces, reason = [], None
