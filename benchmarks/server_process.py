@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +131,8 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def chorus_server(model: str, port: int) -> ServerProcess:
-    """`chorus serve` of this checkout (not whatever `chorus` is installed), defaults otherwise."""
-    command = [sys.executable, "-m", "api.cli", "serve", "--host", HOST, "--port", str(port), "--model", model]
+def chorus_server(model: str, port: int, flags: Sequence[str] = ()) -> ServerProcess:
+    """`chorus serve` of this checkout (not whatever `chorus` is installed), defaults otherwise
+    unless `flags` (more `chorus serve` flags, for A/B runs) say so."""
+    command = [sys.executable, "-m", "api.cli", "serve", "--host", HOST, "--port", str(port), "--model", model, *flags]
     return ServerProcess("chorus", command, port, "/ready")

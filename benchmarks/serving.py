@@ -55,7 +55,7 @@ def workload(voice: str) -> list[BenchRequest]:
 
 
 def start_server(system: str, args: argparse.Namespace) -> ServerProcess:
-    return chorus_server(args.model, free_port()) if system == "chorus" else piper_server(free_port())
+    return chorus_server(args.model, free_port(), args.server_flags.split()) if system == "chorus" else piper_server(free_port())
 
 
 def driver_factory(system: str, server: ServerProcess, args: argparse.Namespace) -> Callable[[str], HttpDriver]:
@@ -134,7 +134,7 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
             await driver.close()
         server.wait_idle(args.settle_seconds)
         formats = tuple(args.input_formats) if system == "chorus" else (PIPER_FORMAT,)
-        input_length = await input_length_run(driver_for, formats, args)
+        input_length = await input_length_run(driver_for, formats, args) if args.input_length_reps else []
     return {"system": system, "closed_loop": closed, "capacity_streams": serving_capacity(closed),
             "poisson": poissons, "bursts": bursts, "input_length": input_length, "loads": loads}
 
@@ -146,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="in this order; the first one's capacity sizes the Poisson rates and bursts of all")
     parser.add_argument("--model", default="joe", help="the model `chorus serve` loads (Piper always serves joe's teacher)")
     parser.add_argument("--voice", default="joe")
+    parser.add_argument("--server-flags", default="",
+                        help="more `chorus serve` flags, one string (A/B runs), e.g. \"--num-threads 2\"")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--level-seconds", type=float, default=20.0, help="how long clients keep sending per level")
     parser.add_argument("--drain-seconds", type=float, default=15.0,
@@ -156,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Poisson rates as fractions of the capacity's request rate")
     parser.add_argument("--burst-multiples", type=float, nargs="*", default=[2.0, 4.0],
                         help="bursts of this many times the capacity's streams, sent at once")
-    parser.add_argument("--input-length-reps", type=int, default=3)
+    parser.add_argument("--input-length-reps", type=int, default=3, help="repetitions of the input-length run (0 skips it)")
     parser.add_argument("--input-formats", nargs="+", choices=("pcm", "wav", "mp3"), default=["pcm", "mp3"],
                         help="Chorus's formats in the input-length run (Piper: wav)")
     parser.add_argument("--seed", type=int, default=0)
