@@ -5,7 +5,9 @@ import json
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
+from benchmarks.plot import plot_report
 from benchmarks.throughput import machine_info
 
 SEQUENTIAL, STATIC, CB, ENGINE = "sequential", "static", "cb", "engine"
@@ -98,11 +100,17 @@ def write_results(report: dict, command: str, started_at: datetime, out: Path, p
         f"{criteria['client_buffer_ms']:g} ms) and p95 TTFA ≤ {criteria['max_ttfa_p95_s']} s.", "",
         markdown_tables(report), "", *target_lines(report["targets"]), "",
     ]
-    if plot:
-        from benchmarks.plot import plot_report
+    draw = (lambda png: plot_report(report, png)) if plot else None
+    return write_markdown(paths, lines, draw, "TTFA and viability against load")
 
-        paths["png"] = stem.with_suffix(".png")
-        plot_report(report, paths["png"])
-        lines += [f"![TTFA and viability against load]({paths['png'].name})", ""]
+
+def write_markdown(paths: dict[str, Path], lines: list[str], draw: Callable[[Path], None] | None,
+                   caption: str) -> dict[str, Path]:
+    """Writes `lines` to `paths["markdown"]`; with `draw`, the plot it draws into a PNG beside it
+    (added to `paths`) closes the page. Returns `paths`."""
+    if draw is not None:
+        paths["png"] = paths["markdown"].with_suffix(".png")
+        draw(paths["png"])
+        lines = [*lines, f"![{caption}]({paths['png'].name})", ""]
     paths["markdown"].write_text("\n".join(lines))
     return paths

@@ -8,6 +8,8 @@ from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from benchmarks.plot import plot_serving
+from benchmarks.report import write_markdown
 from benchmarks.throughput import machine_info
 
 NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)"}
@@ -144,11 +146,5 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
         *level_table(report), "", f"Capacity (streams): {capacities}.", "", *burst_table(report), "",
         *input_length_table(report), "", *target_table(report["targets"]), "",
     ]
-    if plot:
-        from benchmarks.plot import plot_serving
-
-        paths["png"] = stem.with_suffix(".png")
-        plot_serving(report, paths["png"])
-        lines += [f"![TTFA p95 and viability against concurrency]({paths['png'].name})", ""]
-    paths["markdown"].write_text("\n".join(lines))
-    return paths
+    draw = (lambda png: plot_serving(report, png)) if plot else None
+    return write_markdown(paths, lines, draw, "TTFA p95 and viability against concurrency")
