@@ -90,10 +90,7 @@ def write_results(report: dict, command: str, started_at: datetime, out: Path, p
     criteria = report["criteria"]
     lines = [
         f"# Load benchmark, {report['date']}", "", f"`{command}`", "",
-        f"{machine['processor']}, {machine['cpus_usable']} usable CPUs, load average "
-        f"{machine['load_average'][0]:.1f} before / {machine['load_average_after'][0]:.1f} after (shared machine); "
-        f"torch {machine['torch']}, transformers {machine['transformers']}, commit {machine['commit']}"
-        f"{' (dirty tree)' if machine['tree_dirty'] else ''}.", "",
+        machine_line(machine, f"transformers {machine['transformers']}"), "",
         f"Corpus: {report['corpus']['size']} seeded texts, mean {report['corpus']['mean_tokens']:.0f} audio tokens "
         f"({report['corpus']['mean_tokens'] / 82:.1f} s) per request, at most {report['corpus']['max_audio_seconds']} s. "
         f"A level passes with ≥ {criteria['min_viable_pct']} % viable streams (client buffer "
@@ -102,6 +99,15 @@ def write_results(report: dict, command: str, started_at: datetime, out: Path, p
     ]
     draw = (lambda png: plot_report(report, png)) if plot else None
     return write_markdown(paths, lines, draw, "TTFA and viability against load")
+
+
+def machine_line(machine: dict, libraries: str) -> str:
+    """Where a run was measured, for the top of its page: the machine, its load before and after,
+    torch, the other `libraries` that matter (e.g. "transformers 4.56"), the commit."""
+    return (f"{machine['processor']}, {machine['cpus_usable']} usable CPUs, load average "
+            f"{machine['load_average'][0]:.1f} before / {machine['load_average_after'][0]:.1f} after (shared machine); "
+            f"torch {machine['torch']}, {libraries}, commit {machine['commit'][:10]}"
+            f"{' (dirty tree)' if machine['tree_dirty'] else ''}.")
 
 
 def write_markdown(paths: dict[str, Path], lines: list[str], draw: Callable[[Path], None] | None,

@@ -9,14 +9,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from benchmarks.capacity import CapacityCriteria, capacity
-from benchmarks.trace import RequestTrace, is_viable, percentile
+from benchmarks.trace import RequestTrace, is_viable, percentile_or_none
 
 CLIENT_BUFFERS_MS = (0, 200)
 ERROR_KINDS = ("5xx", "dropped", "timeout", "other")
-
-
-def _p(values: list[float], q: float) -> float | None:
-    return percentile(values, q) if values else None
 
 
 def _pct(part: int, whole: int) -> float | None:
@@ -51,15 +47,15 @@ def level_summary(traces: Iterable[RequestTrace], wall_seconds: float) -> dict:
         "requests": len(traces),
         "admitted": len(admitted),
         "refused_pct": _pct(len(refused), len(traces)),
-        "ttfa_p50": _p(ttfas, 50),
-        "ttfa_p95": _p(ttfas, 95),
-        "ttfa_p99": _p(ttfas, 99),
+        "ttfa_p50": percentile_or_none(ttfas, 50),
+        "ttfa_p95": percentile_or_none(ttfas, 95),
+        "ttfa_p99": percentile_or_none(ttfas, 99),
         **{f"viable_pct_{ms}ms": _pct(viable[ms], len(admitted)) for ms in CLIENT_BUFFERS_MS},
         "served_viable_pct_200ms": _pct(viable[200], len(traces)),
         "audio_s_per_wall_s": sum(t.audio_seconds for t in served) / wall_seconds,
         "mean_audio_s": sum(t.audio_seconds for t in served) / len(served) if served else None,
         "errors": errors,
-        "refusal_p99_s": _p(refusal_times, 99),
+        "refusal_p99_s": percentile_or_none(refusal_times, 99),
         "retry_after_pct": _pct(sum(t.retry_after is not None for t in refused), len(refused)),
     }
 

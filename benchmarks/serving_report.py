@@ -9,7 +9,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from benchmarks.plot import plot_serving
-from benchmarks.report import write_markdown
+from benchmarks.report import machine_line, write_markdown
 from benchmarks.throughput import machine_info
 
 NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)"}
@@ -133,10 +133,7 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
     capacities = ", ".join(f"{s['system']} {s['capacity_streams']:g}" for s in report["systems"])
     lines = [
         f"# Serving benchmark, {report['date']}", "", f"`{command}`", "",
-        f"{machine['processor']}, {machine['cpus_usable']} usable CPUs, load average "
-        f"{machine['load_average'][0]:.1f} before / {machine['load_average_after'][0]:.1f} after (shared machine); "
-        f"torch {machine['torch']}, piper-tts {machine['piper_tts']}, commit {machine['commit'][:10]}"
-        f"{' (dirty tree)' if machine['tree_dirty'] else ''}.", "",
+        machine_line(machine, f"piper-tts {machine['piper_tts']}"), "",
         f"Over HTTP on 127.0.0.1, each server alone on the machine: {', '.join(NAMES[s['system']] for s in report['systems'])}. "
         f"{work['texts']} texts cycled (30 eval sentences, 10 paragraphs), voice `{work['voice']}`; closed-loop levels of "
         f"{work['level_seconds']:g} s, then up to {work['drain_seconds']:g} s to finish (requests still open count as "

@@ -127,7 +127,8 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def _percentile_or_none(values: list[float], q: float) -> float | None:
+def percentile_or_none(values: list[float], q: float) -> float | None:
+    """`percentile`, or None for no values (JSON has no NaN)."""
     return percentile(values, q) if values else None
 
 
@@ -147,12 +148,12 @@ def summarize(
     return {
         "requests": len(traces),
         "failed": sum(not t.ok for t in traces),
-        "ttfa_p50": _percentile_or_none(ttfas, 50),
-        "ttfa_p95": _percentile_or_none(ttfas, 95),
-        "ttfa_p99": _percentile_or_none(ttfas, 99),
+        "ttfa_p50": percentile_or_none(ttfas, 50),
+        "ttfa_p95": percentile_or_none(ttfas, 95),
+        "ttfa_p99": percentile_or_none(ttfas, 99),
         "viable_pct": 100.0 * viable / len(traces) if traces else None,
         "underrun_s_total": sum(underrun_seconds(t, client_buffer_s) for t in traces if t.ok),
         "audio_s_per_wall_s": sum(t.audio_seconds for t in traces if t.ok) / wall_seconds,
-        "rtf_p50": _percentile_or_none(rtfs, 50),
-        "rtf_p95": _percentile_or_none(rtfs, 95),
+        "rtf_p50": percentile_or_none(rtfs, 50),
+        "rtf_p95": percentile_or_none(rtfs, 95),
     }
