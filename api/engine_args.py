@@ -57,11 +57,14 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     stream.add_argument("--chunk-frames", type=int, default=None,
                         help="frames in each later chunk (default: the codec's own)")
     stream.add_argument("--urgent-slack-seconds", type=float, default=None,
-                        help="send single frames when a stream's emitted audio would run out within this "
-                             "many seconds; 0 disables (default: the codec's own)")
+                        help="send what is ready (in first-chunk-sized pieces) when a stream's emitted audio "
+                             "would run out within this many seconds; 0 disables (default: the codec's own)")
     stream.add_argument("--grow-chunks", action=argparse.BooleanOptionalAction, default=None,
                         help="later chunks as long as all the audio before them, up to --chunk-frames "
                              "(default: the codec's own)")
+    stream.add_argument("--defer-slack-seconds", type=float, default=None,
+                        help="a codec window past the step's share may wait for a later step while its "
+                             "listener holds more than this much audio; inf: never (default: the codec's own)")
     stream.add_argument("--left-context-frames", type=int, default=None,
                         help="frames decoded before each chunk for context (default: the codec's own)")
     stream.add_argument("--lookahead-frames", type=int, default=None,

@@ -3,7 +3,8 @@
 Otherwise it waits, at most until its first-audio deadline (arrival + `max_queue_delay`), or is
 refused at once, with the seconds until the engine expects room for it, when it could not start
 in time. The projection is scheduler/deadlines.py's; the step costs are the engine's measured
-`StepCostModel`; each stream's slack is the audio stage's (`Playback`).
+`StepCostModel`, at their usual worst (`predict_tail`: a plan that holds only for the mean step
+lets streams stall on every slower one); each stream's slack is the audio stage's (`Playback`).
 """
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ class Admission:
             return True
         newcomers = self.queue + [request]
         if start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at),
-                       self.step_cost.predict, self.step_audio) is None:
+                       self.step_cost.predict_tail, self.step_audio) is None:
             raise self._refusal(committed, newcomers, now)
         self.queue.append(request)
         self.counts.queued += 1
@@ -99,7 +100,7 @@ class Admission:
         """A committed request as the projection sees it (`playback`: the audio stage's)."""
         seq = request.seq
         remaining = seq.max_output_tokens - seq.num_output_tokens
-        prefill = self.step_cost.prefill_seconds(max(0, seq.num_prompt_tokens - seq.num_computed_tokens))
+        prefill = self._prefill_seconds(max(0, seq.num_prompt_tokens - seq.num_computed_tokens))
         if playback is not None and playback.start is not None:
             # NOTE: a listener that has run dry waits for the next audio and plays on from there,
             # so the future starts it from nothing rather than from its (negative) slack.
@@ -113,9 +114,12 @@ class Admission:
 
     def capacity(self) -> int:
         """Streams the engine can step faster than real time, as its step costs stand now."""
-        return realtime_capacity(self.step_cost.predict, self.step_audio, self.max_num_seqs)
+        return realtime_capacity(self.step_cost.predict_tail, self.step_audio, self.max_num_seqs)
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def _prefill_seconds(self, tokens: int) -> float:
+        return self.step_cost.tail_factor * self.step_cost.prefill_seconds(tokens)
 
     def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
         # NOTE: an idle engine starts anything: waiting cannot make it start any sooner.
@@ -128,25 +132,28 @@ class Admission:
         if len(running) + len(newcomers) > self.max_num_seqs:
             return False
         streams = running + [self._newcomer(r, now, fresh) for r in newcomers]
-        return all_keep_slack(streams, self.step_cost.predict, self.step_audio)
+        # NOTE: a listener must hold a slow step's audio beyond the projection's: its audio leaves
+        # in windows, after a step, not the instant its frames exist.
+        margin = self.step_cost.predict_tail(len(streams))
+        return all_keep_slack(streams, self.step_cost.predict_tail, self.step_audio, margin)
 
     def _newcomer(self, request: Request, now: float, fresh: bool) -> StreamOutlook:
         left = self.max_queue_delay if fresh else request.first_audio_deadline - now
-        prefill = self.step_cost.prefill_seconds(request.seq.num_prompt_tokens)
+        prefill = self._prefill_seconds(request.seq.num_prompt_tokens)
         return StreamOutlook(left, request.seq.max_output_tokens, self.first_audio_outputs, prefill)
 
     def _first_audio_after(self, request: Request, running: int, now: float) -> float:
         """When `request`'s first audio would come if it started now next to `running` streams."""
-        steps = self.first_audio_outputs * self.step_cost.predict(running + 1)
-        return now + self.step_cost.prefill_seconds(request.seq.num_prompt_tokens) + steps
+        steps = self.first_audio_outputs * self.step_cost.predict_tail(running + 1)
+        return now + self._prefill_seconds(request.seq.num_prompt_tokens) + steps
 
     def _refusal(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> RequestRejected:
         """The refusal of the last of `newcomers`; its retry_after is when they could all start
         had they arrived then, or failing that, when every committed stream will have ended."""
         retry_after = start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at, fresh=True),
-                                  self.step_cost.predict, self.step_audio)
+                                  self.step_cost.predict_tail, self.step_audio)
         if retry_after is None:
-            retry_after = timeline_of(committed, self.step_cost.predict, self.step_audio).seconds[-1]
+            retry_after = timeline_of(committed, self.step_cost.predict_tail, self.step_audio).seconds[-1]
         self.counts.refused += 1
         return RequestRejected(
             f"the engine is at its real-time capacity ({len(committed)} streams); retry in {retry_after:.1f} s",

@@ -108,10 +108,12 @@ def timeline_of(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, ste
                     sum(s.prefill_seconds for s in streams))
 
 
-def all_keep_slack(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, step_audio: float) -> bool:
-    """Whether every stream keeps positive slack (and meets its first-audio deadline) until its end."""
+def all_keep_slack(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, step_audio: float,
+                   margin: float = 0.0) -> bool:
+    """Whether every stream keeps more than `margin` seconds of slack (and meets its first-audio
+    deadline by that much) until its end."""
     timeline = timeline_of(streams, step_seconds, step_audio)
-    return all(lowest_slack(s, timeline) > 0 for s in streams)
+    return all(lowest_slack(s, timeline) > margin for s in streams)
 
 
 def advance(outlook: StreamOutlook, k: int, timeline: Timeline) -> StreamOutlook:

@@ -3,9 +3,15 @@
     step seconds ≈ a + b · decode rows + c · prefill tokens
 
 Everything the engine does in a step is in the observed time (forward, sampling, the codec's
-windows, bookkeeping), so the codec's cost per stream is folded into b.
+windows, bookkeeping), so the codec's cost per stream is folded into b. Steps scatter around
+that line (a step that decodes several streams' long codec windows takes twice the mean), so
+plans that must hold step after step use `predict_tail`: the line times the recent steps' usual
+worst ratio to it.
 """
 from __future__ import annotations
+
+import math
+from collections import deque
 
 # NOTE: priors of a small model on a few CPU cores; they only matter for the first steps, which
 # replace them within a few dozen observations (a GPU's steps are far cheaper, a slow CPU's dearer).
@@ -18,6 +24,11 @@ _PRIOR_WEIGHT = 0.1
 # An observation above this many times the prediction is clipped to it: a garbage-collection
 # pause or a neighbour's burst on a shared machine must not shut admission for a minute.
 _OUTLIER_FACTOR = 4.0
+# predict_tail's quantile of recent steps' observed ÷ predicted time, over this many steps,
+# recomputed every _TAIL_EVERY steps (a sort of a few hundred floats).
+TAIL_QUANTILE = 0.9
+_TAIL_WINDOW = 256
+_TAIL_EVERY = 16
 
 
 def _solve3(m: list[list[float]], v: list[float]) -> list[float]:
@@ -39,8 +50,9 @@ def _solve3(m: list[list[float]], v: list[float]) -> list[float]:
 class StepCostModel:
     """Least squares with exponential forgetting over the observed steps, anchored by a prior.
 
-    Invariant: `coefficients` (a, b, c) are never negative, so a step's predicted cost never
-    falls when rows or tokens are added (the deadline projections rely on that).
+    Invariant: `coefficients` (a, b, c) are never negative and `tail_factor` is at least 1, so
+    neither prediction falls when rows or tokens are added (the deadline projections rely on
+    that) and the tail is never below the mean.
     """
 
     def __init__(self, forgetting: float = 0.97, prior: tuple[float, float, float] = PRIOR_COEFFICIENTS) -> None:
@@ -58,10 +70,17 @@ class StepCostModel:
         self._xty = [0.0] * 3
         self.num_observed = 0
         self.coefficients = tuple(prior)
+        self._ratios: deque[float] = deque(maxlen=_TAIL_WINDOW)
+        self.tail_factor = 1.0
 
     def predict(self, decode_rows: int, prefill_tokens: int = 0) -> float:
         a, b, c = self.coefficients
         return a + b * decode_rows + c * prefill_tokens
+
+    def predict_tail(self, decode_rows: int, prefill_tokens: int = 0) -> float:
+        """What such a step takes at worst, as most recent steps went (TAIL_QUANTILE of them
+        took at most this much, relative to `predict`)."""
+        return self.tail_factor * self.predict(decode_rows, prefill_tokens)
 
     def prefill_seconds(self, prefill_tokens: int) -> float:
         """What `prefill_tokens` add to a step."""
@@ -77,13 +96,19 @@ class StepCostModel:
         return int(spare / c) if c > 0 else 2**31 - 1
 
     def observe(self, decode_rows: int, prefill_tokens: int, seconds: float) -> None:
-        seconds = min(seconds, _OUTLIER_FACTOR * self.predict(decode_rows, prefill_tokens))
+        predicted = self.predict(decode_rows, prefill_tokens)
+        seconds = min(seconds, _OUTLIER_FACTOR * predicted)
+        if predicted > 0:
+            self._ratios.append(seconds / predicted)
         for row in self._xtx:
             row[:] = [self.forgetting * value for value in row]
         self._xty[:] = [self.forgetting * value for value in self._xty]
         self._accumulate(self._xtx, self._xty, (1.0, float(decode_rows), float(prefill_tokens)), seconds, 1.0)
         self.num_observed += 1
         self._refit()
+        if self.num_observed % _TAIL_EVERY == 0:
+            ordered = sorted(self._ratios)
+            self.tail_factor = max(1.0, ordered[min(len(ordered) - 1, math.ceil(TAIL_QUANTILE * len(ordered)) - 1)])
 
     def _refit(self) -> None:
         m = [[p + d for p, d in zip(prow, drow)] for prow, drow in zip(self._prior_xtx, self._xtx)]

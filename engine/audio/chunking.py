@@ -44,7 +44,7 @@ class ChunkPolicy:
     """Chunk sizes from a resolved StreamingConfig. Invariant: a stream's next chunk starts where
     its emitted audio ends and ends at emitted + k * size for the largest k >= 1 that leaves
     lookahead_frames received frames after it (no chunk while k would be 0), where size is
-    first_chunk_frames for the first chunk, 1 while the listener is urgent, and otherwise
+    first_chunk_frames for the first chunk and while the listener is urgent, and otherwise
     chunk_frames (or, growing, the audio emitted so far, between first_chunk_frames and
     chunk_frames)."""
 
@@ -68,7 +68,7 @@ class ChunkPolicy:
         if not emitted:
             return config.first_chunk_frames
         if self.is_urgent(slack):
-            return 1
+            return config.first_chunk_frames
         if config.grow_chunks:
             return min(config.chunk_frames, max(config.first_chunk_frames, emitted))
         return config.chunk_frames
@@ -87,7 +87,7 @@ class ChunkPolicy:
         config = self.config
         sizes = {config.chunk_frames}
         if config.urgent_slack_seconds:
-            sizes.add(1)
+            sizes.add(config.first_chunk_frames)
         if config.grow_chunks:
             size = config.first_chunk_frames
             while size < config.chunk_frames:

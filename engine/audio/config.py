@@ -21,16 +21,22 @@ class StreamingConfig:
     # the stream's listener has audio to spare (see urgent_slack_seconds).
     chunk_frames: int | None = None
     # A listener is assumed to play from the stream's first chunk. When the audio already
-    # emitted would run out within this many seconds (but has not yet), the next chunk leaves as
-    # soon as one frame is ready instead of waiting for chunk_frames: small chunks cost more
-    # decoding per frame (their windows carry the same context), so they are spent only where a
-    # stream would otherwise stall. 0 disables this (fixed chunking).
+    # emitted would run out within this many seconds (but has not yet), what is ready leaves as
+    # soon as first_chunk_frames of it are instead of waiting for chunk_frames: small chunks cost
+    # more decoding per frame (their windows carry the same context), so they are spent only
+    # where a stream would otherwise stall. 0 disables this (fixed chunking).
     urgent_slack_seconds: float | None = None
     # When set, chunks after the first grow: each is as long as all the audio emitted before it
     # (8, 8, 16, 32, ... frames), up to chunk_frames. While generation runs faster than real
     # time the listener then always holds more audio than the next chunk takes to make, so a
     # codec with costly windows can use long chunks without a stall after the first one.
     grow_chunks: bool | None = None
+    # A step decodes every window that is due, up to about twice the frames the step produced;
+    # past that, a window whose listener still holds more than this many seconds of audio waits
+    # for a later step (first chunks and listeners closer to running dry never wait). Many
+    # streams' long windows then spread over steps instead of landing in one, whose length every
+    # stream would feel. inf: every due window decodes in the step it became due.
+    defer_slack_seconds: float | None = None
     # Frames before the emitted span included in the window (the codec is not causal).
     left_context_frames: int | None = None
     # Frames after the emitted span included in the window.
@@ -49,6 +55,8 @@ class StreamingConfig:
                 raise ValueError(f"{name} must be >= 0, got {value}")
         if self.urgent_slack_seconds is not None and self.urgent_slack_seconds < 0:
             raise ValueError(f"urgent_slack_seconds must be >= 0 (0: never urgent), got {self.urgent_slack_seconds}")
+        if self.defer_slack_seconds is not None and self.defer_slack_seconds < 0:
+            raise ValueError(f"defer_slack_seconds must be >= 0, got {self.defer_slack_seconds}")
         if self.crossfade_samples and self.lookahead_frames == 0:
             raise ValueError("a crossfade needs lookahead_frames >= 1 to decode past the chunk end")
 

@@ -63,21 +63,29 @@ class _Window:
 
 @dataclass(slots=True)
 class PendingAudio:
-    """Windows launched together: `groups` pair windows with their batched audio (or, after a
-    failed batch, one tensor or None per window); `owners` holds each window's stream object."""
+    """Windows launched together: `groups` pair windows with the runner's handle of their batched
+    audio (or, after a failed batch, one host array or None per window); `owners` holds each
+    window's stream object."""
 
     empty: list[_Window]
-    groups: list[tuple[list[_Window], Tensor | list[Tensor | None]]]
+    groups: list[tuple[list[_Window], object | list[np.ndarray | None]]]
     owners: dict[Hashable, _Stream]
     runner: CodecRunner
     launched_at: float
 
 
-def _rows(runner: CodecRunner, audio: Tensor | list[Tensor | None]) -> list[np.ndarray | None]:
-    """One array of samples (or None) per window from a group's audio."""
-    if isinstance(audio, Tensor):
-        return list(runner.to_host(audio))
-    return [None if a is None else runner.to_host(a)[0] for a in audio]
+# A step decodes at most this many times the frames produced since the last one (but for the
+# windows that cannot wait): above 1, so deferred windows always catch up; a window carries its
+# context (joe: 20 frames on a 128-frame chunk), and the first chunks of new streams cost more.
+DECODE_BUDGET = 2.0
+
+
+def _rows(runner: CodecRunner, audio: object | list[np.ndarray | None]) -> list[np.ndarray | None]:
+    """One array of samples (or None) per window from a group's audio: the runner's handle of a
+    batch, or the host audio of windows decoded one by one after a failed batch."""
+    if isinstance(audio, list):
+        return [None if a is None else a[0] for a in audio]
+    return list(runner.to_host(audio))
 
 
 class StreamingDecoder:
@@ -96,6 +104,7 @@ class StreamingDecoder:
         self.config = config
         self._streams: dict[Hashable, _Stream] = {}
         self._failures: dict[Hashable, Exception] = {}
+        self._produced = 0  # frames pushed since the last launch
         self._frame_seconds = codec.samples_per_frame / codec.sample_rate
         fade = config.crossfade_samples
         self._fade_in = (np.arange(1, fade + 1, dtype=np.float32) / (fade + 1)).astype(np.float32)
@@ -127,6 +136,7 @@ class StreamingDecoder:
         frames = frames.detach().to(self.codec.frame_dtype)
         stream.frames = frames if stream.frames is None else torch.cat([stream.frames, frames])
         stream.received += frames.shape[0]
+        self._produced += frames.shape[0]
 
     def finish(self, stream_id: Hashable) -> None:
         self._streams[stream_id].finished = True
@@ -134,8 +144,9 @@ class StreamingDecoder:
     def discard(self, stream_id: Hashable) -> None:
         self._streams.pop(stream_id, None)
 
-    def decode_ready(self) -> dict[Hashable, StreamChunk]:
-        return self.collect(self.launch())
+    def decode_ready(self, now: float | None = None) -> dict[Hashable, StreamChunk]:
+        now = time.monotonic() if now is None else now
+        return self.collect(self.launch(now=now), now)
 
     def launch(self, runner: CodecRunner | None = None, now: float | None = None) -> PendingAudio:
         """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
@@ -150,7 +161,7 @@ class StreamingDecoder:
         # failed batch is retried one window at a time; a bound on windows per step would keep them.
         by_urgency = sorted(self._streams.items(), key=lambda item: self._runs_dry_at(item[1], now))
         planned = (self._plan(stream_id, stream, now) for stream_id, stream in by_urgency)
-        windows = [w for w in planned if w is not None]
+        windows = self._this_step([w for w in planned if w is not None], now)
         owners = {w.stream_id: self._streams[w.stream_id] for w in windows}
         for window in windows:
             if window.start == window.end:
@@ -160,26 +171,32 @@ class StreamingDecoder:
         groups = []
         for group in by_length.values():
             try:
-                audio = runner.decode(self.codec, self._batch(group))
+                audio = runner.decode(self.codec, self._batch(group, owners))
             except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
-                audio = self._decode_one_by_one(group, runner)
+                audio = self._decode_one_by_one(group, owners, runner)
             groups.append((group, audio))
         return PendingAudio(empty, groups, owners, runner, now)
 
-    def collect(self, pending: PendingAudio) -> dict[Hashable, StreamChunk]:
-        """Waits for `pending`'s audio and emits it, skipping streams closed since its launch."""
+    def collect(self, pending: PendingAudio, now: float | None = None) -> dict[Hashable, StreamChunk]:
+        """Waits for `pending`'s audio and emits it, skipping streams closed since its launch. `now`
+        (monotonic seconds, default the clock) is when the audio leaves: a listener's playback
+        starts then."""
+        now = time.monotonic() if now is None else now
         chunks: dict[Hashable, StreamChunk] = {}
         for window in pending.empty:
             if self._owns(pending, window):
                 chunks[window.stream_id] = self._emit(window, np.zeros(0, np.float32))
         for windows, audio in pending.groups:
-            samples = _rows(pending.runner, audio)
+            try:
+                samples = _rows(pending.runner, audio)
+            except Exception:  # noqa: BLE001 - a runner that decodes later fails later: as in launch
+                samples = _rows(SYNC_RUNNER, self._decode_one_by_one(windows, pending.owners, SYNC_RUNNER))
             for window, rows in zip(windows, samples):
                 if rows is not None and self._owns(pending, window):
                     chunks[window.stream_id] = self._emit(window, rows)
                     stream = pending.owners[window.stream_id]
                     if stream.playback_start is None:
-                        stream.playback_start = pending.launched_at
+                        stream.playback_start = now
         return chunks
 
     def take_failures(self) -> dict[Hashable, Exception]:
@@ -192,19 +209,37 @@ class StreamingDecoder:
         # the id, says whether the window still belongs to the open stream.
         return self._streams.get(window.stream_id) is pending.owners[window.stream_id]
 
-    def _batch(self, windows: list[_Window]) -> Tensor:
-        return torch.stack([self._window_frames(w) for w in windows])
+    def _batch(self, windows: list[_Window], owners: dict[Hashable, _Stream]) -> Tensor:
+        return torch.stack([self._window_frames(w, owners[w.stream_id]) for w in windows])
 
-    def _decode_one_by_one(self, windows: list[_Window], runner: CodecRunner) -> list[Tensor | None]:
-        audio: list[Tensor | None] = []
+    def _decode_one_by_one(self, windows: list[_Window], owners: dict[Hashable, _Stream],
+                           runner: CodecRunner) -> list[np.ndarray | None]:
+        audio: list[np.ndarray | None] = []
         for window in windows:
             try:
-                audio.append(runner.decode(self.codec, self._batch([window])))
+                audio.append(runner.to_host(runner.decode(self.codec, self._batch([window], owners))))
             except Exception as exc:  # noqa: BLE001 - reported through take_failures
                 self._failures[window.stream_id] = exc
-                self._streams.pop(window.stream_id, None)
+                if self._streams.get(window.stream_id) is owners[window.stream_id]:
+                    del self._streams[window.stream_id]
                 audio.append(None)
         return audio
+
+    def _this_step(self, due: list[_Window], now: float) -> list[_Window]:
+        """The windows of `due` (most urgent first) that decode now: the most urgent, every first
+        chunk and every listener within `defer_slack_seconds` of running dry, and the others while
+        the frames decoded stay within DECODE_BUDGET times the frames produced since the last
+        launch; the rest wait for a later step."""
+        budget, self._produced = DECODE_BUDGET * self._produced, 0
+        spent, chosen = 0, []
+        for window in due:
+            cost = window.stop - window.first
+            slack = self._playback(self._streams[window.stream_id]).slack(now)
+            must = not chosen or slack is None or slack <= self.config.defer_slack_seconds
+            if must or spent + cost <= budget:
+                chosen.append(window)
+                spent += cost
+        return chosen
 
     def _plan(self, stream_id: Hashable, stream: _Stream, now: float) -> _Window | None:
         first = max(0, stream.emitted - self.config.left_context_frames)
@@ -224,8 +259,7 @@ class StreamingDecoder:
         dry = self._playback(stream).runs_dry_at
         return now if dry is None else dry
 
-    def _window_frames(self, window: _Window) -> Tensor:
-        stream = self._streams[window.stream_id]
+    def _window_frames(self, window: _Window, stream: _Stream) -> Tensor:
         return stream.frames[window.first - stream.base : window.stop - stream.base]
 
     def _emit(self, window: _Window, samples: np.ndarray) -> StreamChunk:

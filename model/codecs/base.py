@@ -20,6 +20,9 @@ class WindowHints:
     chunk_frames: int = 4
     urgent_slack_seconds: float = 0.5
     grow_chunks: bool = False
+    # A window costs the same whichever step runs it; one whose listener holds a second of
+    # audio can wait a few steps without harm.
+    defer_slack_seconds: float = 1.0
     left_context_frames: int = 3
     # SNAC's decoder sees about 2.5 frames either side: with 1 frame of lookahead a chunk's last
     # frame is off by up to 0.1 (signal std ~0.1) until the crossfade hides it; with 2 the error

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from engine.audio.config import StreamingConfig
@@ -28,10 +30,11 @@ def engine_config(model: str, num_blocks: int = 512, mode: str = "inproc", **sch
         model=ModelConfig(model=model, device="cpu"),
         cache=CacheConfig(block_size=16, num_blocks=num_blocks),
         scheduler=SchedulerConfig(**scheduler),
-        # NOTE: tests compare audio across runs byte for byte; adaptive chunking picks seams by
-        # wall-clock slack (seams differ by ~1e-3), so tests use fixed chunking. Adaptive chunking
-        # has its own tests in tests/engine/audio.
-        streaming=StreamingConfig(urgent_slack_seconds=0),
+        # NOTE: tests compare audio (and frames) across runs byte for byte; adaptive chunking picks
+        # seams by wall-clock slack (seams differ by ~1e-3), and windows that wait for a later step
+        # move listeners' deadlines and with them the batches, so tests use fixed chunking that
+        # decodes every due window at once. Both have their own tests in tests/engine/audio.
+        streaming=StreamingConfig(urgent_slack_seconds=0, defer_slack_seconds=math.inf),
         mode=mode,
     )
 

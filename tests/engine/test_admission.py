@@ -66,8 +66,9 @@ def test_refused_at_once_when_room_comes_too_late_with_the_projected_drain_time(
 
 def test_retry_after_counts_only_the_streams_that_must_end():
     admission = make_admission()
-    # Three of four end after 10 steps, one runs on: one stream must end to make room.
-    committed = playing(3, 0.2, 10) + playing(1, 0.2, 400)
+    # Three of four end after 10 steps, one runs on (with audio to spare past them): one stream
+    # must end to make room.
+    committed = playing(3, 0.2, 10) + playing(1, 0.5, 400)
     with pytest.raises(RequestRejected) as info:
         admission.offer(make_request("new", delay=0.5), committed, now=0.0, continuation=False)
     assert info.value.retry_after == pytest.approx(10 * 4 * ROW_SECONDS)
@@ -149,3 +150,16 @@ def test_outlook_and_deadline_read_the_audio_stage_playback():
     # A listener that ran dry plays on from the next audio; a first audio already late only has to come.
     assert admission.outlook(request, playback, now=20.0).ahead == pytest.approx(0.3)
     assert admission.outlook(request, None, now=12.0).ahead == math.inf
+
+
+def test_a_stream_must_keep_a_slow_steps_audio_in_hand():
+    """Projected slack that stays positive but below one (slow) step is not enough: the listener's
+    audio leaves in windows after a step, so such a stream would stall on the next slow one."""
+    admission = make_admission()
+    # With a newcomer each step takes 0.06 s and brings 0.1 s: this one's slack never falls
+    # below 0.01 + 0.04, which is positive but under a step.
+    thin = [StreamOutlook(0.01, 100)]
+    with pytest.raises(RequestRejected):  # and it runs for 3 s, past the newcomer's deadline
+        admission.offer(make_request("new"), thin, now=0.0, continuation=False)
+    admission = make_admission()
+    assert admission.offer(make_request("new"), [StreamOutlook(0.2, 100)], now=0.0, continuation=False)

@@ -56,6 +56,22 @@ def test_prefill_tokens_within_a_time():
     assert model.prefill_tokens_within(0.9, decode_rows=2) == 0  # the rows alone take 1 s
 
 
+def test_the_tail_is_the_usual_worst_step_not_the_mean():
+    """One step in five twice as long as the rest: the mean sits between, the tail on the slow ones."""
+    model = StepCostModel()
+    for i in range(400):
+        model.observe(8, 0, 0.04 if i % 5 == 0 else 0.02)
+    assert 0.02 < model.predict(8) < 0.04
+    assert model.predict_tail(8) == pytest.approx(0.04, rel=0.05)
+
+
+def test_steps_that_match_the_line_have_no_tail():
+    model = StepCostModel()
+    observe_mix(model, 0.004, 0.0015, 0.00003, repeats=40)
+    assert model.tail_factor == pytest.approx(1.0, abs=0.02)
+    assert model.predict_tail(10, 20) == pytest.approx(model.predict(10, 20), rel=0.02)
+
+
 def test_config_is_validated():
     with pytest.raises(ValueError, match="forgetting"):
         StepCostModel(forgetting=0)
@@ -75,3 +91,4 @@ def test_any_observations_keep_costs_non_negative_and_monotone(observations):
         assert min(model.coefficients) >= 0
         assert model.predict(rows + 1, tokens) >= model.predict(rows, tokens)
         assert model.predict(rows, tokens + 1) >= model.predict(rows, tokens)
+        assert model.tail_factor >= 1 and model.predict_tail(rows, tokens) >= model.predict(rows, tokens)

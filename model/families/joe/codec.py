@@ -33,15 +33,19 @@ class JoeFrameCodec(FrameCodec):
     # streamed window equals the whole-utterance decode (max error ~2e-6), so seams need no
     # crossfade. Every window pays its 20 frames of context and about 1.5 ms of fixed cost, so
     # chunks grow from 8 frames (the first audio) to 128 (1.5 s: 1.16x the decoding of the audio
-    # alone; 64 cost 1.31x and, over 10 sentences, 9 % more codec time). A grown chunk leaves
-    # only when the listener already holds as much audio as it carries. Urgent short chunks are
-    # off: with 8 concurrent streams on 2 cores they made the slowest stream's RTF 1.16 instead
-    # of 0.72 (each 8-frame window decodes 28 frames).
+    # alone; 64 cost 1.31x and, over 10 sentences, 9 % more codec time). While chunks grow, a
+    # listener holds little more than the chunk being made takes to generate, so under load it
+    # can run dry just before one: within 0.12 s of that (about two steps at 16 streams) what is
+    # ready leaves at once, in multiples of 8 frames. At 16 closed-loop HTTP streams that made
+    # 100 % of admitted streams viable at a 200 ms client buffer instead of 90 % (and at 0 ms
+    # 73 % instead of 40 %; benchmarks/serving.py, 2026-12-01). A wider margin costs more than it
+    # saves: at 0.3 s most growing streams were urgent, each 8-frame window decodes 28 frames, and
+    # 16 in-process streams made 18 audio s per s instead of 36.
     window_hints = WindowHints(
         first_chunk_frames=8,
         chunk_frames=128,
         grow_chunks=True,
-        urgent_slack_seconds=0,
+        urgent_slack_seconds=0.12,
         left_context_frames=10,
         lookahead_frames=10,
         crossfade_samples=0,

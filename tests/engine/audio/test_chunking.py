@@ -1,6 +1,8 @@
 """The chunking policy with constructed clocks: a listener's slack, and the size and end of each
-stream's next chunk (first, urgent single frames, grown, steady)."""
+stream's next chunk (first, urgent first-chunk-sized pieces, grown, steady)."""
 from __future__ import annotations
+
+import math
 
 from dataclasses import replace
 
@@ -10,7 +12,7 @@ from engine.audio.chunking import ChunkPolicy, listener_slack
 from engine.audio.config import StreamingConfig
 
 FIXED = StreamingConfig(first_chunk_frames=2, chunk_frames=4, urgent_slack_seconds=0, grow_chunks=False,
-                        left_context_frames=3, lookahead_frames=1, crossfade_samples=0)
+                        left_context_frames=3, lookahead_frames=1, crossfade_samples=0, defer_slack_seconds=math.inf)
 
 
 def policy(**changes) -> ChunkPolicy:
@@ -37,15 +39,23 @@ def test_steady_chunks_take_whole_multiples_of_chunk_frames():
     assert chunks.chunk_end(emitted=2, received=14, slack=1.0) == 10  # 11 ready: two chunks
 
 
-def test_an_urgent_listener_gets_single_frames_until_it_has_run_dry():
-    chunks = policy(urgent_slack_seconds=0.5)
+def test_an_urgent_listener_gets_what_is_ready_until_it_has_run_dry():
+    chunks = policy(urgent_slack_seconds=0.5, first_chunk_frames=1)
     assert chunks.chunk_size(emitted=2, slack=0.6) == 4  # audio to spare: wait for a whole chunk
     assert chunks.chunk_size(emitted=2, slack=0.4) == 1
     assert chunks.chunk_size(emitted=2, slack=0.0) == 1
     assert chunks.chunk_size(emitted=2, slack=-0.1) == 4  # stalled anyway: efficient chunks again
     assert chunks.chunk_size(emitted=2, slack=None) == 4  # no audio out yet, no listener
-    assert chunks.chunk_size(emitted=0, slack=0.1) == 2  # the first chunk is never cut shorter
     assert chunks.chunk_end(emitted=2, received=4, slack=0.1) == 3
+
+
+def test_urgent_pieces_are_first_chunk_sized_so_each_window_carries_enough_audio():
+    chunks = policy(urgent_slack_seconds=0.5, chunk_frames=16)
+    assert chunks.chunk_size(emitted=2, slack=0.1) == 2
+    assert chunks.chunk_end(emitted=2, received=5, slack=0.1) == 4  # 2 ready: one piece
+    assert chunks.chunk_end(emitted=2, received=8, slack=0.1) == 6  # 5 ready: two pieces, 1 waits
+    assert chunks.chunk_end(emitted=2, received=4, slack=0.1) is None  # 1 ready: less than a piece
+    assert chunks.chunk_size(emitted=0, slack=0.1) == 2  # the first chunk is never cut shorter
 
 
 def test_zero_urgent_slack_is_never_urgent():
@@ -61,7 +71,8 @@ def test_growing_chunks_are_as_long_as_the_audio_before_them():
 
 def test_later_chunk_sizes_are_what_a_keeping_up_stream_sends():
     assert policy().later_chunk_sizes() == [4]
-    assert policy(urgent_slack_seconds=0.5).later_chunk_sizes() == [1, 4]
+    assert policy(urgent_slack_seconds=0.5).later_chunk_sizes() == [2, 4]
+    assert policy(urgent_slack_seconds=0.5, first_chunk_frames=1).later_chunk_sizes() == [1, 4]
     assert policy(chunk_frames=16, grow_chunks=True).later_chunk_sizes() == [2, 4, 8, 16]
 
 

@@ -10,8 +10,8 @@ from engine.audio.config import StreamingConfig
 from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.codec import JoeFrameCodec
 
-HINTS = WindowHints(first_chunk_frames=8, chunk_frames=128, urgent_slack_seconds=0, grow_chunks=True,
-                    left_context_frames=10, lookahead_frames=10, crossfade_samples=0)
+HINTS = WindowHints(first_chunk_frames=8, chunk_frames=128, urgent_slack_seconds=0.12, grow_chunks=True,
+                    left_context_frames=10, lookahead_frames=10, crossfade_samples=0, defer_slack_seconds=1.0)
 
 
 def test_every_field_left_to_the_codec_takes_its_hint():
@@ -37,7 +37,7 @@ def test_the_codecs_own_hints():
     # The defaults were tuned for SNAC; joe's codec streams long growing chunks with wide context.
     assert StreamingConfig().resolve(FrameCodec.window_hints) == StreamingConfig(
         first_chunk_frames=1, chunk_frames=4, urgent_slack_seconds=0.5, grow_chunks=False,
-        left_context_frames=3, lookahead_frames=2, crossfade_samples=256)
+        left_context_frames=3, lookahead_frames=2, crossfade_samples=256, defer_slack_seconds=1.0)
     assert JoeFrameCodec.window_hints == HINTS
 
 
@@ -48,6 +48,7 @@ def test_the_codecs_own_hints():
     (dict(lookahead_frames=-1), "lookahead_frames must be >= 0"),
     (dict(crossfade_samples=-1), "crossfade_samples must be >= 0"),
     (dict(urgent_slack_seconds=-1.0), "urgent_slack_seconds must be >= 0"),
+    (dict(defer_slack_seconds=-0.5), "defer_slack_seconds must be >= 0"),
     (dict(lookahead_frames=0, crossfade_samples=64), "a crossfade needs lookahead_frames"),
 ])
 def test_invalid_fields_are_refused_when_given(given, message):

@@ -10,6 +10,8 @@ reaches ≈ 5,050 samples (≈ 2.5 frames) each way, so:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -25,9 +27,10 @@ EXACT = 1e-5
 
 
 def fixed_decoder(codec: FrameCodec, **fields) -> StreamingDecoder:
-    """A decoder with fixed chunking (no wall-clock urgency) and the codec's own values for every
-    field not given."""
+    """A decoder with fixed chunking (no wall-clock urgency, no window waiting for a later launch)
+    and the codec's own values for every field not given."""
     fields.setdefault("urgent_slack_seconds", 0)
+    fields.setdefault("defer_slack_seconds", math.inf)
     return StreamingDecoder(codec, StreamingConfig(**fields).resolve(codec.window_hints))
 
 
@@ -288,15 +291,15 @@ def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
     frame_s = SPF / codec.sample_rate  # 85 ms
     decoder.open("s")
     decoder.push("s", random_frames(2, seed=3))
-    first = decoder.collect(decoder.launch(now=0.0))["s"]
+    first = decoder.collect(decoder.launch(now=0.0), 0.0)["s"]
     assert (first.frame_start, first.frame_end) == (0, 1)  # playback of 1 frame starts at t=0
     decoder.push("s", random_frames(3, seed=4))  # 3 frames ready (+1 lookahead), fewer than 4
-    assert decoder.collect(decoder.launch(now=0.0)) == {}  # 85 ms of slack: wait for 4
-    chunk = decoder.collect(decoder.launch(now=frame_s - 0.04))["s"]  # 40 ms left: go now
+    assert decoder.collect(decoder.launch(now=0.0), 0.0) == {}  # 85 ms of slack: wait for 4
+    chunk = decoder.collect(decoder.launch(now=frame_s - 0.04), frame_s - 0.04)["s"]  # 40 ms left: go now
     assert (chunk.frame_start, chunk.frame_end) == (1, 4)
     # A listener that has already run dry is stalled anyway: back to efficient 4-frame chunks.
     decoder.push("s", random_frames(3, seed=5))
-    assert decoder.collect(decoder.launch(now=10.0)) == {}
+    assert decoder.collect(decoder.launch(now=10.0), 10.0) == {}
 
 
 def test_growing_chunks_double_up_to_chunk_frames(codec):

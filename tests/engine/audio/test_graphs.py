@@ -2,6 +2,8 @@
 CUDA, with every "replay" run eagerly (WindowGraphs(eager_replay=True)) through the tiny SNAC."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,7 @@ from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.codec import JoeFrameCodec
 
 CONFIG = StreamingConfig(urgent_slack_seconds=0, first_chunk_frames=1, chunk_frames=4, grow_chunks=False,
-                         left_context_frames=3, lookahead_frames=2, crossfade_samples=0)
+                         left_context_frames=3, lookahead_frames=2, crossfade_samples=0, defer_slack_seconds=math.inf)
 
 
 def frames(batch: int, n: int, seed: int) -> Tensor:
