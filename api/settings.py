@@ -31,8 +31,8 @@ class ApiSettings:
     # About 15 sentences, a minute of speech: well inside joe's context; Orpheus' text budget
     # (0.25 s a character) cuts its segments further after preparation.
     max_segment_chars: int = 1000
-    # NOTE: 1 on the 2-core machine: the README's "Prompt preparation" paragraph has the measurement.
-    prompt_workers: int = 1
+    # NOTE: 2 on the 2-core machine: the README's "Prompt preparation" paragraph has the measurement.
+    prompt_workers: int = 2
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
