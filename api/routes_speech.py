@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse
 
 from api import sse
-from api.audio.encoders import MEDIA_TYPES, supported_rates
+from api.audio.encoders import MEDIA_TYPES, default_rate, supported_rates
 from api.audio.pipeline import AudioPipeline
 from api.errors import ApiError
 from api.planning import NothingToSpeak
@@ -62,7 +62,7 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
         raise ApiError(503, "The engine is not ready yet; retry shortly", "engine_not_ready")
     state.catalog.resolve_model(body.model)
     voice = state.catalog.resolve_voice(body.voice_name)
-    rate = body.sample_rate or state.settings.default_sample_rate
+    rate = body.sample_rate or default_rate(body.response_format, state.settings.default_sample_rate)
     rates = supported_rates(body.response_format)
     if rates is not None and rate not in rates:
         raise ApiError(

@@ -1,4 +1,5 @@
-"""The speech request body: OpenAI's fields and limits, plus two documented extensions."""
+"""The speech request body: OpenAI's fields and limits, plus documented extensions (the sample
+rate, a seed, and the G.711 response formats `mulaw` and `alaw`)."""
 from __future__ import annotations
 
 from typing import Literal

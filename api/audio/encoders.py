@@ -7,6 +7,7 @@ with the first audio chunk. What each codec holds back (its frame and look-ahead
 - aac (ADTS): one 1024-sample frame plus the encoder delay (another 1024 samples).
 - opus (Ogg): one 20 ms frame; pages are cut every 20 ms instead of the muxer's default 1 s.
 - flac: one 1024-sample block (the muxer default is 4608).
+- mulaw, alaw (G.711, headerless, one byte a sample, 8 or 16 kHz: what telephony carries): nothing.
 """
 from __future__ import annotations
 
@@ -158,7 +159,12 @@ CONTAINER_SPECS: dict[str, ContainerSpec] = {
         codec_options=(("frame_size", "1024"),),
         container_options=(("metadata_header_padding", "0"),),
     ),
+    # G.711 is defined at 8 kHz; wideband telephony gear also takes it at 16 kHz.
+    "mulaw": ContainerSpec("mulaw", "pcm_mulaw", (8000, 16000)),
+    "alaw": ContainerSpec("alaw", "pcm_alaw", (8000, 16000)),
 }
+# A format whose rates exclude the server's default sample rate says what it defaults to.
+DEFAULT_RATES = {"mulaw": 8000, "alaw": 8000}
 
 MEDIA_TYPES = {
     "mp3": "audio/mpeg",
@@ -167,9 +173,17 @@ MEDIA_TYPES = {
     "flac": "audio/flac",
     "wav": "audio/wav",
     "pcm": "audio/pcm",
+    # RFC 3551's names for G.711 (RFC 4856 registers them; rate and channels are in the request).
+    "mulaw": "audio/PCMU",
+    "alaw": "audio/PCMA",
 }
 
 RESPONSE_FORMATS = tuple(MEDIA_TYPES)
+
+
+def default_rate(response_format: str, server_default: int) -> int:
+    """The sample rate a response of `response_format` has when the request names none."""
+    return DEFAULT_RATES.get(response_format, server_default)
 
 
 def supported_rates(response_format: str) -> tuple[int, ...] | None:

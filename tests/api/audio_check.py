@@ -21,8 +21,10 @@ class Decoded:
         return self.samples.size / self.sample_rate
 
 
-def decode(data: bytes) -> Decoded:
-    with av.open(io.BytesIO(data)) as container:
+def decode(data: bytes, raw_format: str | None = None, sample_rate: int | None = None) -> Decoded:
+    """Any container PyAV can probe; a headerless format (e.g. "mulaw") needs its name and rate."""
+    options = {"sample_rate": str(sample_rate), "ch_layout": "mono"} if raw_format else {}
+    with av.open(io.BytesIO(data), format=raw_format, options=options) as container:
         stream = container.streams.audio[0]
         frames = list(container.decode(stream))
     assert frames, "no audio decoded"

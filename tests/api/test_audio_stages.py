@@ -112,6 +112,59 @@ def test_unit_speed_is_identity():
     assert np.array_equal(stretcher.process(x), x) and stretcher.flush().size == 0
 
 
+def g711_expand(data: bytes, law: str) -> np.ndarray:
+    """ITU-T G.711's decoding tables in closed form: bytes → float samples (a second reference,
+    independent of FFmpeg's decoder)."""
+    code = np.frombuffer(data, np.uint8).astype(np.int32)
+    if law == "mulaw":
+        code = ~code & 0xFF
+        exponent, mantissa = (code >> 4) & 7, code & 0x0F
+        magnitude = (((mantissa << 3) + 0x84) << exponent) - 0x84
+        return np.where(code & 0x80, -magnitude, magnitude).astype(np.float32) / 32768.0
+    code = code ^ 0x55
+    exponent, mantissa = (code >> 4) & 7, code & 0x0F
+    magnitude = np.where(exponent == 0, (mantissa << 4) + 8, ((mantissa << 4) + 0x108) << np.maximum(exponent - 1, 0))
+    return np.where(code & 0x80, magnitude, -magnitude).astype(np.float32) / 32768.0
+
+
+@pytest.mark.parametrize("law", ["mulaw", "alaw"])
+@pytest.mark.parametrize("rate", [8000, 16000])
+def test_g711_streams_one_byte_a_sample_that_decode_to_the_input(law, rate):
+    x = tone(440, 0.5, rate)
+    data, parts = encode_all(law, x, rate)
+    assert [len(p) for p in parts] == [p.size for p in in_pieces(x)]  # nothing held back
+    decoded = decode(data, law, rate)
+    assert decoded.sample_rate == rate and decoded.samples.size == x.size
+    assert np.array_equal(decoded.samples, g711_expand(data, law))  # FFmpeg agrees with the tables
+    # G.711 keeps about 38 dB of signal-to-quantization noise on a loud tone.
+    noise = np.mean((decoded.samples - x) ** 2)
+    assert 10 * np.log10(np.mean(x ** 2) / noise) > 33
+
+
+def test_g711_defaults_to_8khz_and_refuses_other_rates():
+    from api.audio.encoders import default_rate
+
+    assert default_rate("mulaw", 24000) == default_rate("alaw", 24000) == 8000
+    assert default_rate("pcm", 24000) == 24000
+    with pytest.raises(ValueError, match="cannot carry"):
+        make_encoder("mulaw", 24000)
+
+
+def test_telephony_audio_is_band_limited_before_it_is_8khz():
+    """A 6 kHz tone has no place below 4 kHz: resampled to 8 kHz it must vanish, not fold back
+    to 2 kHz as it would if samples were merely dropped; a 1 kHz tone passes untouched."""
+    from api.audio.pipeline import AudioPipeline
+
+    def through_mulaw(x: np.ndarray) -> np.ndarray:
+        pipeline = AudioPipeline("mulaw", RATE, 8000, 1.0)
+        data = b"".join(pipeline.process(p) for p in in_pieces(x)) + pipeline.finish()
+        return g711_expand(data, "mulaw")
+
+    passed, folded = through_mulaw(tone(1000, 1.0)), through_mulaw(tone(6000, 1.0))
+    assert passed.size == pytest.approx(8000, abs=2) and dominant_frequency(passed, 8000) == pytest.approx(1000, abs=5)
+    assert 10 * np.log10(np.mean(passed ** 2) / np.mean(folded ** 2)) > 40
+
+
 def test_pyav_reference_decoder_is_independent_of_our_encoder():
     # Guard for the helpers above: a file written by PyAV directly decodes to what was written.
     import io

@@ -58,8 +58,9 @@ def test_missing_required_parameter_is_400_naming_it(busy_server):
     assert_error(post(busy_server, body), 400, "input")
 
 
-def test_rate_a_codec_cannot_carry_is_400(busy_server):
-    assert_error(post(busy_server, speech_body(response_format="mp3", sample_rate=10000)), 400, "sample_rate")
+@pytest.mark.parametrize("fmt, rate", [("mp3", 10000), ("mulaw", 24000), ("alaw", 22050)])
+def test_rate_a_codec_cannot_carry_is_400(busy_server, fmt, rate):
+    assert_error(post(busy_server, speech_body(response_format=fmt, sample_rate=rate)), 400, "sample_rate")
 
 
 def test_body_that_is_not_json_is_400(busy_server):

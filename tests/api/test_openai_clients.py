@@ -5,6 +5,7 @@ import asyncio
 import time
 
 import httpx
+import numpy as np
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
@@ -115,6 +116,23 @@ def test_sample_rate_extension(server, auth, reference, fmt, rate):
         assert audio.sample_rate == rate
         seconds = audio.seconds
     assert seconds == pytest.approx(expected, abs=CODEC_PADDING_SECONDS)
+
+
+@pytest.mark.parametrize("fmt, media_type", [("mulaw", "audio/PCMU"), ("alaw", "audio/PCMA")])
+@pytest.mark.parametrize("rate", [None, 16000])
+def test_telephony_formats_are_g711_of_the_same_audio(server, auth, reference, fmt, media_type, rate):
+    from api.audio.resample import StreamingResampler
+
+    body = speech_body(input=TEXT, seed=SEED, response_format=fmt) | ({"sample_rate": rate} if rate else {})
+    response = httpx.post(f"{server.url}/v1/audio/speech", json=body, headers=auth, timeout=60)
+    assert response.status_code == 200 and response.headers["content-type"] == media_type
+    rate = rate or 8000  # G.711's own rate unless asked otherwise
+    audio = decode(response.content, fmt, rate)
+    resampler = StreamingResampler(24000, rate)
+    expected = np.concatenate([resampler.process(pcm16_to_float(reference)), resampler.flush()])
+    assert audio.samples.size == expected.size
+    noise = np.mean((audio.samples - expected) ** 2)
+    assert 10 * np.log10(np.mean(expected ** 2) / noise) > 25  # G.711's quantization, nothing else
 
 
 def test_models_and_voices(server):
