@@ -13,6 +13,7 @@ from api import routes_info, routes_speech
 from api.auth import BearerKeyMiddleware
 from api.body_limit import BodySizeLimitMiddleware
 from api.catalog import Catalog
+from api.early_refusal import EarlyRefusal
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
 from api.planning import SegmentPlanner
@@ -32,7 +33,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         client = EngineClient(config)
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
-        app.state.metrics = ApiMetrics(lambda: client.stats)
+        app.state.early_refusal = EarlyRefusal(admission_on=config.scheduler.max_queue_delay is not None)
+        app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused)
         await client.start()
         try:
             async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:

@@ -9,7 +9,8 @@ from prometheus_client.registry import Collector
 
 from engine.outputs import EngineStats
 
-OUTCOMES = ("completed", "disconnected", "invalid", "rejected", "unavailable", "error")
+# "cleared": a speak-WebSocket turn that a Clear (barge-in) ended.
+OUTCOMES = ("completed", "disconnected", "invalid", "rejected", "unavailable", "error", "cleared")
 
 # Time to first audio spans tens of milliseconds (warm, idle GPU) to many seconds (overload).
 TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
@@ -23,8 +24,9 @@ PROMPT_KINDS = ("first", "later")
 class EngineStatsCollector(Collector):
     """Reads the engine's latest stats snapshot at scrape time, so values never go stale."""
 
-    def __init__(self, read_stats: Callable[[], EngineStats]) -> None:
+    def __init__(self, read_stats: Callable[[], EngineStats], read_refused_early: Callable[[], int]) -> None:
         self._read_stats = read_stats
+        self._read_refused_early = read_refused_early
 
     def collect(self) -> Iterator:
         stats = self._read_stats()
@@ -41,10 +43,11 @@ class EngineStatsCollector(Collector):
         yield GaugeMetricFamily("chorus_streams_queued", "Requests waiting for admission", value=stats.num_queued)
         admission = CounterMetricFamily(
             "chorus_admission_requests", "New requests by admission decision (queued ones also count when they "
-            "start or are refused)", labels=["decision"],
+            "start or are refused; refused_early: refused by the API before their prompt was prepared)",
+            labels=["decision"],
         )
         for decision, count in (("admitted", stats.requests_admitted), ("queued", stats.requests_queued),
-                                ("refused", stats.requests_refused)):
+                                ("refused", stats.requests_refused), ("refused_early", self._read_refused_early())):
             admission.add_metric([decision], count)
         yield admission
         yield GaugeMetricFamily(
@@ -95,7 +98,7 @@ class ApiMetrics:
     """The app's registry. Invariant: every speech request is counted exactly once, under one
     outcome of OUTCOMES."""
 
-    def __init__(self, read_stats: Callable[[], EngineStats]) -> None:
+    def __init__(self, read_stats: Callable[[], EngineStats], read_refused_early: Callable[[], int] = lambda: 0) -> None:
         self.registry = CollectorRegistry()
         self.time_to_first_audio = Histogram(
             "chorus_time_to_first_audio_seconds",
@@ -109,7 +112,7 @@ class ApiMetrics:
         for outcome in OUTCOMES:
             self._requests.labels(outcome)
         self.prompts = PromptPoolMetrics(self.registry)
-        self.registry.register(EngineStatsCollector(read_stats))
+        self.registry.register(EngineStatsCollector(read_stats, read_refused_early))
 
     def count_request(self, outcome: str) -> None:
         if outcome not in OUTCOMES:

@@ -17,6 +17,9 @@ from model.sampling import SamplingParams
 # A too-long segment is cut this far below the share of it that would fit, so that the head
 # fits the first time despite the prompt's length not being exactly proportional to the text's.
 _CUT_MARGIN = 0.9
+# Speech per character of text, as conversational English runs (joe: 0.06-0.08 over the eval
+# sentences): what the segments not prepared yet are expected to take.
+SPOKEN_SECONDS_PER_CHAR = 0.07
 
 
 class NothingToSpeak(ValueError):
@@ -36,33 +39,66 @@ class SpeechSegments:
     that fits the engine's context (a segment that does not is cut, and only its pieces are
     prepared again); pieces with nothing to speak are dropped, and if every piece is, the first
     `next` raises NothingToSpeak; at most one segment is prepared ahead of those handed out;
-    `close` cancels every preparation still pending."""
+    `close` cancels every preparation still pending.
+
+    A live speech (`complete=False`: text still arriving, e.g. over the speak WebSocket) gets
+    its texts through `extend` and ends with `finish`; until then `next` waits for more.
+    """
 
     def __init__(self, planner: SegmentPlanner, texts: list[str], voice: str, speed: float,
-                 params: SamplingParams) -> None:
+                 params: SamplingParams, complete: bool = True) -> None:
         self._planner = planner
         self._voice = voice
         self._speed = speed
         self._params = params
         self._arrival = planner.pool.next_arrival()
-        self._pending = deque(_Planned(text, index) for index, text in enumerate(texts))
+        self._pending: deque[_Planned] = deque()
+        self._planned = 0
         self._handed_out = 0
+        self._complete = complete
+        self._more = asyncio.Event()
+        self.extend(texts)
+
+    def extend(self, texts: list[str]) -> None:
+        """More text of a live speech, in order (its preparation starts now if it is next)."""
+        if self._complete and self._planned:
+            raise RuntimeError("the speech is complete: no more text")
+        for text in texts:
+            self._pending.append(_Planned(text, self._planned))
+            self._planned += 1
+        if texts and self._handed_out:
+            self._submit(self._pending[0])  # the next one is needed as soon as the last ends
+        self._more.set()
+
+    def finish(self) -> None:
+        """No more text: `next` returns None once the texts already given are handed out."""
+        self._complete = True
+        self._more.set()
 
     async def next(self) -> Segment | None:
-        """The next segment, prepared; None after the last."""
-        while self._pending:
-            planned = self._pending[0]
-            prompt = await self._prepared(planned)
-            self._pending.popleft()
-            segment = None if prompt is None else self._fitted(planned, prompt)
-            if segment is not None:
-                self._handed_out += 1
-                if self._pending:
-                    self._submit(self._pending[0])  # ahead of need: ready before this one ends
-                return segment
+        """The next segment, prepared; None after the last (of a live speech: once finished)."""
+        while True:
+            while self._pending:
+                planned = self._pending[0]
+                prompt = await self._prepared(planned)
+                self._pending.popleft()
+                segment = None if prompt is None else self._fitted(planned, prompt)
+                if segment is not None:
+                    self._handed_out += 1
+                    if self._pending:
+                        self._submit(self._pending[0])  # ahead of need: ready before this one ends
+                    return segment
+            if self._complete:
+                break
+            self._more.clear()
+            await self._more.wait()
         if not self._handed_out:
             raise NothingToSpeak("nothing to speak in the input")
         return None
+
+    def outputs_after(self) -> int:
+        chars = sum(len(planned.text) for planned in self._pending)
+        return round(chars * SPOKEN_SECONDS_PER_CHAR * self._planner.limits.outputs_per_second)
 
     def close(self) -> None:
         for planned in self._pending:
@@ -122,3 +158,8 @@ class SegmentPlanner:
         every segment, each with its own output budget."""
         texts = plan_texts(text, self.settings.first_segment_max_words, self.settings.max_segment_chars)
         return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())
+
+    def plan_live(self, voice: str, speed: float = 1.0, params: SamplingParams | None = None) -> SpeechSegments:
+        """A speech whose text arrives while it plays: `extend` it with ready segments (cut by
+        api/text_stream.py) and `finish` it."""
+        return SpeechSegments(self, [], voice, speed, params or self.frontend.default_sampling(), complete=False)

@@ -1,7 +1,6 @@
 """POST /v1/audio/speech: validate, plan, start the engine requests, stream encoded audio."""
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from typing import AsyncIterator
@@ -16,6 +15,7 @@ from api.audio.pipeline import AudioPipeline
 from api.errors import ApiError
 from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
+from api.speech import encoded_audio, outcome_of, start_speech
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.errors import EngineDeadError, RequestRejected
 from model.families.base import VoiceNotFoundError
@@ -48,9 +48,9 @@ async def create_speech(body: SpeechRequest, request: Request):
     try:
         synthesis, pipeline = await _start(body, state)
     except ApiError as exc:
-        state.metrics.count_request(_outcome_of(exc.status))
+        state.metrics.count_request(outcome_of(exc.status))
         raise
-    audio = _encoded_audio(synthesis, pipeline, state.metrics, arrived)
+    audio = encoded_audio(synthesis, pipeline, state.metrics, arrived)
     if body.stream_format == "sse":
         return EventSourceResponse(_events(audio, synthesis), headers={"Cache-Control": "no-cache"})
     return StreamingResponse(audio, media_type=MEDIA_TYPES[body.response_format], headers={"Cache-Control": "no-cache"})
@@ -69,15 +69,9 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
             400, f"response_format '{body.response_format}' supports sample_rate {', '.join(map(str, rates))}; "
             f"got {rate}", "invalid_value", "sample_rate",
         )
-    # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
-    model_speed = engine.frontend.model_speed(body.speed)
-    params = engine.frontend.default_sampling().replace(seed=body.seed)
-    segments = state.planner.plan(body.input, voice, model_speed, params)
-    synthesis = SegmentedSynthesis(engine, segments, voice, model_speed)
     try:
-        await synthesis.start()
+        synthesis, model_speed = await start_speech(state, body.input, voice, body.speed, body.seed)
     except BaseException as exc:
-        synthesis.close()
         error = _as_api_error(exc, state.settings.retry_after_seconds)
         if error is None and isinstance(exc, NothingToSpeak):
             error = ApiError(400, f"The input cannot be spoken: {exc}", "invalid_value", "input")
@@ -99,39 +93,6 @@ def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
     if isinstance(exc, EngineDeadError):
         return ApiError(503, "The engine has stopped; see the server log", "engine_dead")
     return None
-
-
-def _outcome_of(status: int) -> str:
-    return {429: "rejected", 503: "unavailable"}.get(status, "invalid" if status < 500 else "error")
-
-
-async def _encoded_audio(
-    synthesis: SegmentedSynthesis, pipeline: AudioPipeline, metrics, arrived: float
-) -> AsyncIterator[bytes]:
-    """The response body. Encoding runs on a worker thread so the event loop (and with it every
-    other stream) never waits on a codec."""
-    outcome = "disconnected"
-    first = True
-    try:
-        async for pcm in synthesis.pcm():
-            data = await asyncio.to_thread(pipeline.process, pcm)
-            if data:
-                if first:
-                    metrics.time_to_first_audio.observe(time.monotonic() - arrived)
-                    first = False
-                yield data
-        tail = await asyncio.to_thread(pipeline.finish)
-        if tail:
-            yield tail
-        outcome = "completed"
-    except (SynthesisFailed, EngineDeadError):
-        outcome = "error"
-        raise
-    finally:
-        # NOTE: no await here: after a disconnect the task is being cancelled and any await
-        # would be cancelled again; cancelling the engine requests' tasks is enough to abort them.
-        synthesis.close()
-        metrics.count_request(outcome)
 
 
 async def _events(audio: AsyncIterator[bytes], synthesis: SegmentedSynthesis) -> AsyncIterator[dict]:

@@ -51,6 +51,10 @@ class SegmentSource(Protocol):
     async def next(self) -> Segment | None:
         """The next prepared segment; None after the last. Raises when the first cannot be had."""
 
+    def outputs_after(self) -> int:
+        """The outputs the segments not handed out yet are expected to take (a rough estimate
+        from their text: what admission should plan for besides the segment being started)."""
+
     def close(self) -> None:
         """Drops whatever is still being prepared."""
 
@@ -152,7 +156,8 @@ class SegmentedSynthesis:
                 queue.put_nowait(_NO_MORE)
                 return
             async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed,
-                                                       prompt=segment.prompt, continuation=index > 0):
+                                                       prompt=segment.prompt, continuation=index > 0,
+                                                       outputs_after=self._segments.outputs_after()):
                 queue.put_nowait(chunk)
         except Exception as exc:  # handed to the consumer, which raises it in order
             queue.put_nowait(exc)

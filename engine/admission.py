@@ -16,7 +16,28 @@ from engine.errors import RequestRejected
 from engine.request import Request
 from scheduler.config import SchedulerConfig
 from scheduler.deadlines import StreamOutlook, all_keep_slack, realtime_capacity, start_delay, timeline_of
+from scheduler.sequence import Sequence
 from scheduler.step_cost import StepCostModel
+
+
+class TypicalRequest:
+    """A running mean (exponentially weighted) of admitted requests' prompt tokens and outputs.
+    Invariant: both are positive."""
+
+    WEIGHT = 0.1  # of each new request
+
+    def __init__(self, prompt_tokens: float = 100.0, outputs: float = 300.0) -> None:
+        self.prompt_tokens, self.outputs = prompt_tokens, outputs
+
+    def observe(self, request: Request) -> None:
+        w = self.WEIGHT
+        self.prompt_tokens += w * (max(1, request.seq.num_prompt_tokens) - self.prompt_tokens)
+        self.outputs += w * (max(1, request.seq.max_output_tokens + request.outputs_after) - self.outputs)
+
+    def request(self, now: float, max_queue_delay: float) -> Request:
+        """A stand-in request of the typical size, arriving `now`."""
+        seq = Sequence("typical", num_prompt_tokens=round(self.prompt_tokens), max_output_tokens=round(self.outputs))
+        return Request("typical", seq, None, arrival=now, first_audio_deadline=now + max_queue_delay)
 
 
 def deadline_of(request: Request, playback: Playback | None) -> float:
@@ -56,6 +77,9 @@ class Admission:
         self.first_audio_outputs = first_audio_outputs
         self.queue: list[Request] = []
         self.counts = AdmissionCounts()
+        # A typical request (prompt tokens, outputs), learned from those admitted: what
+        # `seconds_until_room` plans for, before anyone knows the next request's size.
+        self.typical = TypicalRequest()
 
     def offer(self, request: Request, committed: list[StreamOutlook], now: float, continuation: bool) -> bool:
         """True: `request` starts now; False: it waits in the queue. Raises RequestRejected
@@ -63,6 +87,7 @@ class Admission:
         bypasses = continuation or self.max_queue_delay is None
         if bypasses or (not self.queue and self._starts_now(committed, [request], now)):
             self.counts.admitted += 1
+            self.typical.observe(request)
             return True
         newcomers = self.queue + [request]
         if start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at),
@@ -79,6 +104,8 @@ class Admission:
         while self.queue and self._starts_now(committed, started + self.queue[:1], now):
             started.append(self.queue.pop(0))
         self.counts.admitted += len(started)
+        for request in started:
+            self.typical.observe(request)
         running = len(committed) + len(started)
         late = [r for r in self.queue if self._first_audio_after(r, running, now) > r.first_audio_deadline]
         refused = [(r, self._refusal(committed, [r], now)) for r in late]
@@ -99,7 +126,7 @@ class Admission:
     def outlook(self, request: Request, playback: Playback | None, now: float) -> StreamOutlook:
         """A committed request as the projection sees it (`playback`: the audio stage's)."""
         seq = request.seq
-        remaining = seq.max_output_tokens - seq.num_output_tokens
+        remaining = seq.max_output_tokens - seq.num_output_tokens + request.outputs_after
         prefill = self._prefill_seconds(max(0, seq.num_prompt_tokens - seq.num_computed_tokens))
         if playback is not None and playback.start is not None:
             # NOTE: a listener that has run dry waits for the next audio and plays on from there,
@@ -111,6 +138,16 @@ class Admission:
         first_audio_steps = max(1, self.first_audio_outputs - seq.num_output_tokens)
         return StreamOutlook(left if left > 0 else math.inf, remaining, first_audio_steps, prefill,
                              seq.num_output_tokens)
+
+    def seconds_until_room(self, committed: list[StreamOutlook], now: float) -> float:
+        """Seconds until a typical new request could start with its first audio in time (0: now),
+        as its refusal would say; what the API tells clients it refuses before preparing them."""
+        if self.max_queue_delay is None:
+            return 0.0
+        newcomer = self.typical.request(now, self.max_queue_delay)
+        fits = lambda running, at: self._fits(running, self.queue + [newcomer], now + at, fresh=True)  # noqa: E731
+        delay = start_delay(committed, fits, self.step_cost.predict_tail, self.step_audio)
+        return timeline_of(committed, self.step_cost.predict_tail, self.step_audio).seconds[-1] if delay is None else delay
 
     def capacity(self) -> int:
         """Streams the engine can step faster than real time, as its step costs stand now."""
@@ -140,7 +177,8 @@ class Admission:
     def _newcomer(self, request: Request, now: float, fresh: bool) -> StreamOutlook:
         left = self.max_queue_delay if fresh else request.first_audio_deadline - now
         prefill = self._prefill_seconds(request.seq.num_prompt_tokens)
-        return StreamOutlook(left, request.seq.max_output_tokens, self.first_audio_outputs, prefill)
+        return StreamOutlook(left, request.seq.max_output_tokens + request.outputs_after, self.first_audio_outputs,
+                             prefill)
 
     def _first_audio_after(self, request: Request, running: int, now: float) -> float:
         """When `request`'s first audio would come if it started now next to `running` streams."""

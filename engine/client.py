@@ -98,6 +98,7 @@ class EngineClient:
         speed: float = 1.0,
         prompt: SpeechPrompt | None = None,
         continuation: bool = False,
+        outputs_after: int = 0,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
         full queue, overload: see its `retry_after`), VoiceNotFoundError, or EngineDeadError.
@@ -105,7 +106,9 @@ class EngineClient:
         caller time-stretches the rest. `prompt`, when given, is `frontend.prepare(text, voice,
         speed)` already done (the API prepares every prompt in its own pool) and is used as is;
         without it, this library path prepares on the default executor. `continuation`: a later
-        segment of a speech already admitted; admission never refuses or delays it."""
+        segment of a speech already admitted; admission never refuses or delays it.
+        `outputs_after`: what the speech's later segments are expected to take (admission
+        plans for the whole speech, not only this request)."""
         if prompt is None:
             # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
             # milliseconds that would otherwise stall every other stream's chunks on this loop.
@@ -118,7 +121,7 @@ class EngineClient:
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post(AddRequest(request_id, prompt, params, priority, continuation))
+        self._post(AddRequest(request_id, prompt, params, priority, continuation, outputs_after))
         finished = False
         try:
             while True:

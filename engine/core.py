@@ -69,10 +69,12 @@ class EngineCore:
 
     def add_request(
         self, request_id: str, prompt: SpeechPrompt, params: SamplingParams, priority: int = 0,
-        continuation: bool = False,
+        continuation: bool = False, outputs_after: int = 0,
     ) -> None:
         """Starts a request, queues it (admission), or raises RequestRejected; nothing else is
-        affected either way. A `continuation` (a later segment of an admitted speech) starts."""
+        affected either way. A `continuation` (a later segment of an admitted speech) starts.
+        `outputs_after`: what the rest of its speech is expected to take after it, which
+        admission commits to as well (the engine sees one segment of a speech at a time)."""
         if request_id in self.requests or self.admission.is_queued(request_id):
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         prompt_len = len(prompt.token_ids)
@@ -99,7 +101,8 @@ class EngineCore:
         now = time.monotonic()
         delay = self.config.scheduler.max_queue_delay
         request = Request(request_id, seq, stream, arrival=now,
-                          first_audio_deadline=math.inf if delay is None else now + delay)
+                          first_audio_deadline=math.inf if delay is None else now + delay,
+                          outputs_after=max(0, outputs_after))
         try:
             if self.admission.offer(request, self._committed(now), now, continuation):
                 self._start(request)
@@ -249,6 +252,11 @@ class EngineCore:
             error=request.error,
             metrics=request.metrics(self.sample_rate, time.monotonic()),
         )
+
+    def refresh_room_estimate(self) -> None:
+        """Recomputes `stats.seconds_until_room` (a projection over every stream: not every step)."""
+        now = time.monotonic()
+        self.stats.seconds_until_room = self.admission.seconds_until_room(self._committed(now), now)
 
     def _prompt_block_hashes(self, prompt: SpeechPrompt) -> list[int]:
         if not self.config.cache.enable_prefix_caching:

@@ -55,6 +55,7 @@ class CoreLoop:
             now = time.monotonic()
             if now - self._last_stats >= STATS_INTERVAL_S:
                 self._last_stats = now
+                self.core.refresh_room_estimate()
                 replies.append(StatsUpdate(self.core.stats))
             if replies:
                 self.send(replies)
@@ -66,7 +67,7 @@ class CoreLoop:
         if isinstance(command, AddRequest):
             try:
                 self.core.add_request(command.request_id, command.prompt, command.params, command.priority,
-                                      command.continuation)
+                                      command.continuation, command.outputs_after)
             except RequestRejected as exc:
                 return [Rejected.of(command.request_id, exc)]
             return []

@@ -17,6 +17,8 @@ class AddRequest:
     priority: int = 0
     # A later segment of a speech whose first segment was admitted: it bypasses admission.
     continuation: bool = False
+    # Outputs the rest of its speech is expected to take after this request (its later segments).
+    outputs_after: int = 0
 
 
 @dataclass(slots=True)

@@ -25,6 +25,8 @@ class Request:
     arrival: float = field(default_factory=time.monotonic)
     # Its first audio is due by then (arrival + max_queue_delay; inf with admission off).
     first_audio_deadline: float = math.inf
+    # Outputs its speech's later segments are expected to take: admission commits to them too.
+    outputs_after: int = 0
     first_scheduled: float | None = None
     first_audio: float | None = None
     finish_reason: str | None = None

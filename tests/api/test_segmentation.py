@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from api.planning import NothingToSpeak, SegmentPlanner
+from api.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
@@ -160,9 +160,11 @@ class FakeEngine:
         self.frames, self.samples, self.frontend = frames, samples, frontend
         self.events: list[tuple[str, str]] = []
         self.starts: list[tuple[str, int, bool]] = []
+        self.outputs_after: list[int] = []
 
-    async def synthesize(self, text, voice, params, speed=1.0, prompt=None, continuation=False):
+    async def synthesize(self, text, voice, params, speed=1.0, prompt=None, continuation=False, outputs_after=0):
         self.events.append(("start", text))
+        self.outputs_after.append(outputs_after)
         self.starts.append((text, len(self.frontend.prepared) if self.frontend else 0, continuation))
         try:
             for i in range(self.frames):
@@ -185,6 +187,9 @@ class ListSource:
 
     async def next(self):
         return self._segments.pop(0) if self._segments else None
+
+    def outputs_after(self) -> int:
+        return 10 * len(self._segments)
 
     def close(self):
         self.closed = True
@@ -240,6 +245,11 @@ def test_the_first_request_starts_with_only_its_own_prompt_prepared():
     assert frontend.prepared[0] == first_text
     assert all(continuation for *_, continuation in later)
     assert " ".join(text for text, *_ in engine.starts).split() == text.split()
+    # Each request tells admission what the rest of its speech will take: its later segments'
+    # text at a conversational rate, down to nothing for the last.
+    assert engine.outputs_after[-1] == 0 and engine.outputs_after == sorted(engine.outputs_after, reverse=True)
+    rest = len(text) - len(first_text)
+    assert engine.outputs_after[0] == pytest.approx(rest * SPOKEN_SECONDS_PER_CHAR * RATE, rel=0.02)
 
 
 def test_close_aborts_every_open_request():

@@ -163,3 +163,22 @@ def test_a_stream_must_keep_a_slow_steps_audio_in_hand():
         admission.offer(make_request("new"), thin, now=0.0, continuation=False)
     admission = make_admission()
     assert admission.offer(make_request("new"), [StreamOutlook(0.2, 100)], now=0.0, continuation=False)
+
+
+def test_the_rest_of_a_speech_counts_against_room():
+    """A first segment that fits alone but not with its speech's later segments: those arrive as
+    continuations that admission cannot refuse, so it plans for them now."""
+    committed = playing(3, 0.8, 60)  # three streams that keep up alone and end in 60 steps
+    short = make_request("short", outputs=5)
+    assert make_admission().offer(short, committed, now=0.0, continuation=False)
+    long_speech = make_request("long", outputs=5)
+    long_speech.outputs_after = 400
+    with pytest.raises(RequestRejected):
+        make_admission().offer(long_speech, committed, now=0.0, continuation=False)
+
+
+def test_seconds_until_room_is_when_a_typical_request_could_start():
+    admission = make_admission()
+    assert admission.seconds_until_room(playing(1, 1.0, 100), now=0.0) == 0.0
+    full = playing(4, 0.2, 10)  # four streams already fall behind: room once they end
+    assert admission.seconds_until_room(full, now=0.0) == pytest.approx(10 * 4 * ROW_SECONDS)

@@ -1,0 +1,66 @@
+"""What every speech route shares: starting a speech's synthesis, and streaming it encoded."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterator
+
+from api.audio.pipeline import AudioPipeline
+from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from engine.errors import EngineDeadError
+
+
+def outcome_of(status: int) -> str:
+    """The `chorus_requests_total` outcome of a request answered with an error `status`."""
+    return {429: "rejected", 503: "unavailable"}.get(status, "invalid" if status < 500 else "error")
+
+
+async def start_speech(state, text: str, voice: str, speed: float, seed: int | None) -> tuple[SegmentedSynthesis, float]:
+    """Plans `text` and starts its synthesis: returns it, with its first audio on the way, and the
+    speed the model speaks at (the pipeline stretches the rest of `speed`). Raises what stopped
+    its first segment (RequestRejected, VoiceNotFoundError, NothingToSpeak, EngineDeadError);
+    nothing is left running then. A full engine refuses it before its text is prepared
+    (api/early_refusal.py)."""
+    engine = state.engine
+    state.early_refusal.check(engine.stats)
+    # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
+    model_speed = engine.frontend.model_speed(speed)
+    params = engine.frontend.default_sampling().replace(seed=seed)
+    segments = state.planner.plan(text, voice, model_speed, params)
+    synthesis = SegmentedSynthesis(engine, segments, voice, model_speed)
+    with state.early_refusal.start():
+        try:
+            await synthesis.start()
+        except BaseException:
+            synthesis.close()
+            raise
+    return synthesis, model_speed
+
+
+async def encoded_audio(synthesis: SegmentedSynthesis, pipeline: AudioPipeline, metrics,
+                        arrived: float) -> AsyncIterator[bytes]:
+    """A response body: the synthesis's audio through `pipeline`. Encoding runs on a worker
+    thread so the event loop (and with it every other stream) never waits on a codec. Ends the
+    synthesis however the body ends (a client that leaves aborts its engine requests)."""
+    outcome = "disconnected"
+    first = True
+    try:
+        async for pcm in synthesis.pcm():
+            data = await asyncio.to_thread(pipeline.process, pcm)
+            if data:
+                if first:
+                    metrics.time_to_first_audio.observe(time.monotonic() - arrived)
+                    first = False
+                yield data
+        tail = await asyncio.to_thread(pipeline.finish)
+        if tail:
+            yield tail
+        outcome = "completed"
+    except (SynthesisFailed, EngineDeadError):
+        outcome = "error"
+        raise
+    finally:
+        # NOTE: no await here: after a disconnect the task is being cancelled and any await
+        # would be cancelled again; cancelling the engine requests' tasks is enough to abort them.
+        synthesis.close()
+        metrics.count_request(outcome)
