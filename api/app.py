@@ -10,6 +10,8 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from api import routes_info, routes_speech
+from api.deepgram import routes_rest as deepgram_rest
+from api.deepgram import socket as deepgram_socket
 from api.auth import BearerKeyMiddleware
 from api.body_limit import BodySizeLimitMiddleware
 from api.catalog import Catalog
@@ -50,6 +52,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     install_error_handlers(app)
     app.include_router(routes_info.router)
     app.include_router(routes_speech.router)
+    app.include_router(deepgram_rest.router)
+    app.include_router(deepgram_socket.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

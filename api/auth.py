@@ -1,33 +1,51 @@
-"""Optional API key: `Authorization: Bearer KEY`, as OpenAI clients send it."""
+"""Optional API key: `Authorization: Bearer KEY` as OpenAI clients send it, or `Token KEY` as
+Deepgram's do (on its WebSocket also the `token` subprotocol; api/deepgram/socket.py)."""
 from __future__ import annotations
 
 import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.deepgram.errors import DeepgramError
 from api.errors import error_response
 
 # Only these need a key; health checks, the web page and the API description stay open.
 PROTECTED_PREFIXES = ("/v1/", "/metrics")
+# ...and these two read-only lists too: Open WebUI fetches them without sending its key (a
+# refusal makes it fall back to OpenAI's six voice names), and they only name voices and models.
+OPEN_PATHS = ("/v1/audio/voices", "/v1/audio/models")
+# Deepgram's routes answer a refusal in Deepgram's error shape.
+DEEPGRAM_PREFIX = "/v1/speak"
+AUTH_SCHEMES = ("Bearer", "Token")
+
+
+def key_matches(authorization: str | None, api_key: str) -> bool:
+    """Whether an Authorization header value carries `api_key` (either scheme)."""
+    presented = (authorization or "").encode()
+    return any(hmac.compare_digest(presented, f"{scheme} {api_key}".encode()) for scheme in AUTH_SCHEMES)
 
 
 class BearerKeyMiddleware:
-    """Refuses a protected request (401, OpenAI error shape) unless it carries the key.
-    Invariant: with no key configured it never refuses anything."""
+    """Refuses a protected HTTP request (401, in OpenAI's error shape; on Deepgram's routes in
+    Deepgram's) unless it carries the key. Invariant: with no key configured it never refuses
+    anything; WebSocket routes check the key themselves (a refusal there is a closed handshake)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self.app = app
-        self._expected = f"Bearer {api_key}".encode() if api_key else None
+        self.api_key = api_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._expected is None or scope["type"] != "http" or not scope["path"].startswith(PROTECTED_PREFIXES):
+        if (self.api_key is None or scope["type"] != "http" or not scope["path"].startswith(PROTECTED_PREFIXES)
+                or scope["path"] in OPEN_PATHS):
             await self.app(scope, receive, send)
             return
-        presented = dict(scope["headers"]).get(b"authorization", b"")
-        if hmac.compare_digest(presented, self._expected):
+        presented = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        if key_matches(presented, self.api_key):
             await self.app(scope, receive, send)
             return
-        message = "Missing API key: send 'Authorization: Bearer <key>'" if not presented else "Incorrect API key provided"
-        await error_response(401, message, "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})(
-            scope, receive, send
-        )
+        if scope["path"].startswith(DEEPGRAM_PREFIX):
+            response = DeepgramError(401, "INVALID_AUTH", "Invalid credentials.").response("unauthenticated")
+        else:
+            message = "Missing API key: send 'Authorization: Bearer <key>'" if not presented else "Incorrect API key provided"
+            response = error_response(401, message, "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)

@@ -39,12 +39,22 @@ async def list_models(request: Request) -> dict:
 
 @router.get("/v1/audio/voices")
 async def list_voices(request: Request) -> dict:
-    """Each model's voices, and the OpenAI voice names that alias them."""
+    """Each model's voices, and the OpenAI voice names that alias them; `voices` again as the
+    flat `{"id", "name"}` list that Open WebUI reads (it fetches this route without a key)."""
     catalog = request.app.state.catalog
+    flat = [{"id": voice, "name": voice} for voice in catalog.voices]
+    flat += [{"id": alias, "name": f"{alias} ({voice})"} for alias, voice in catalog.voice_aliases.items()]
     return {
         "object": "list",
         "data": [{"model": catalog.model_name, "voices": list(catalog.voices), "aliases": catalog.voice_aliases}],
+        "voices": flat,
     }
+
+
+@router.get("/v1/audio/models")
+async def list_speech_models(request: Request) -> dict:
+    """The speech models as Open WebUI reads them: `{"models": [{"id"}]}` (also fetched without a key)."""
+    return {"models": [{"id": name} for name in request.app.state.catalog.model_names]}
 
 
 @router.get("/metrics")

@@ -55,28 +55,42 @@ class RawPcmEncoder(AudioEncoder):
         return b""
 
 
-class StreamingWavEncoder(RawPcmEncoder):
-    """A 44-byte RIFF/WAVE header whose RIFF and data sizes hold WAV_UNKNOWN_SIZE, then PCM16."""
+# WAVE format tags: the samples a WAV file's data chunk holds.
+WAVE_PCM, WAVE_ALAW, WAVE_MULAW = 1, 6, 7
 
-    def __init__(self, sample_rate: int) -> None:
+
+class StreamingWavEncoder(AudioEncoder):
+    """A RIFF/WAVE header whose RIFF and data sizes hold WAV_UNKNOWN_SIZE, then the samples of
+    `body` (PCM16 by default, 44 header bytes; G.711 with its format tag and an 18-byte fmt
+    chunk, 46 header bytes, as non-PCM formats have)."""
+
+    def __init__(self, sample_rate: int, body: AudioEncoder | None = None, format_tag: int = WAVE_PCM,
+                 bits: int = 16) -> None:
         super().__init__(sample_rate)
+        self._body = body or RawPcmEncoder(sample_rate)
+        self._format_tag, self._bits = format_tag, bits
         self._header_sent = False
 
     def encode(self, pcm: np.ndarray) -> bytes:
-        body = pcm16(pcm)
+        return self._with_header(self._body.encode(pcm))
+
+    def finish(self) -> bytes:
+        return self._with_header(self._body.finish())
+
+    def _with_header(self, body: bytes) -> bytes:
         if self._header_sent:
             return body
         self._header_sent = True
         return self.header() + body
 
-    def finish(self) -> bytes:
-        return b"" if self._header_sent else self.header()
-
     def header(self) -> bytes:
-        byte_rate = self.sample_rate * 2
+        align = self._bits // 8
+        fmt = struct.pack("<HHIIHH", self._format_tag, 1, self.sample_rate, self.sample_rate * align, align, self._bits)
+        if self._format_tag != WAVE_PCM:
+            fmt += struct.pack("<H", 0)  # cbSize: no extra format bytes
         return (
             b"RIFF" + struct.pack("<I", WAV_UNKNOWN_SIZE) + b"WAVE"
-            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, self.sample_rate, byte_rate, 2, 16)
+            + b"fmt " + struct.pack("<I", len(fmt)) + fmt
             + b"data" + struct.pack("<I", WAV_UNKNOWN_SIZE)
         )
 
@@ -192,11 +206,19 @@ def supported_rates(response_format: str) -> tuple[int, ...] | None:
     return spec.rates if spec else None
 
 
+# G.711 in a WAV file, as Deepgram's speak API sends mulaw and alaw by default (not a
+# response_format of the OpenAI route: api/deepgram/formats.py asks for them).
+WAV_G711 = {"wav-mulaw": ("mulaw", WAVE_MULAW), "wav-alaw": ("alaw", WAVE_ALAW)}
+
+
 def make_encoder(response_format: str, sample_rate: int) -> AudioEncoder:
     if response_format == "pcm":
         return RawPcmEncoder(sample_rate)
     if response_format == "wav":
         return StreamingWavEncoder(sample_rate)
+    if response_format in WAV_G711:
+        law, tag = WAV_G711[response_format]
+        return StreamingWavEncoder(sample_rate, make_encoder(law, sample_rate), tag, bits=8)
     spec = CONTAINER_SPECS.get(response_format)
     if spec is None:
         raise ValueError(f"unknown response format {response_format!r}")

@@ -144,3 +144,15 @@ def test_models_and_voices(server):
     assert entry["voices"] == list(server.engine.frontend.voices)
     assert set(entry["aliases"]) >= {"alloy", "echo", "nova", "shimmer"}
     assert set(entry["aliases"].values()) <= set(entry["voices"])
+
+
+def test_open_webui_reads_the_voices_and_models_without_a_key(server):
+    """Open WebUI's OpenAI TTS settings fetch `{base}/audio/voices` and `{base}/audio/models` with no
+    Authorization header and read them as below (backend/open_webui/routers/audio.py)."""
+    base = f"{server.url}/v1"
+    data = httpx.get(f"{base}/audio/voices").json()
+    available_voices = {voice["id"]: voice["name"] for voice in data.get("voices", [])}
+    assert set(server.engine.frontend.voices) | {"alloy", "nova"} <= set(available_voices)
+    models = httpx.get(f"{base}/audio/models").json().get("models", [])
+    assert {"tts-1", server.engine.frontend.model_name} <= {model["id"] for model in models}
+    assert httpx.get(f"{base}/models").status_code == 401  # everything else still needs the key

@@ -1,0 +1,273 @@
+"""The /v1/speak WebSocket: Deepgram's streaming text-to-speech.
+
+Text arrives in Speak messages of any size (single LLM tokens too) and is cut into segments as
+sentences complete (api/text_stream.py). The segments up to a Flush make one turn: a live speech
+(api/planning.py) whose first segment starts as soon as it is cut, so speech begins before the
+reply is complete, and whose later segments are prepared and prefilled while the earlier ones
+play. Turns send their audio in order, each after the one before it; a Flush is answered with
+Flushed once its turn's audio has left. Clear drops the buffered text and every turn: their
+engine requests are aborted (blocks freed within a step) and no frame of their audio leaves after
+the Clear is read.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import uuid
+
+from fastapi import APIRouter, WebSocket
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from api.audio.pipeline import AudioPipeline
+from api.auth import key_matches
+from api.deepgram.errors import DeepgramError, error_message, warning_message
+from api.deepgram.formats import DEFAULT_SOCKET_ENCODING, SOCKET_ENCODINGS, AudioChoice, InvalidAudioQuery, audio_choice
+from api.deepgram.routes_rest import model_uuid, parse_speed
+from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
+from api.planning import NothingToSpeak, SpeechSegments
+from api.schemas import MAX_INPUT_CHARS
+from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from api.text_stream import TextStream
+from engine.errors import EngineDeadError, RequestRejected
+
+logger = logging.getLogger("chorus.api")
+router = APIRouter()
+MODEL_VERSION = "chorus"
+
+
+@router.websocket("/v1/speak")
+async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encoding: str | None = None,
+                       sample_rate: str | None = None, speed: str | None = None) -> None:
+    state = websocket.app.state
+    request_id = str(uuid.uuid4())
+    subprotocol = _authenticated(websocket, state.settings.api_key)
+    try:
+        if subprotocol is False:
+            raise DeepgramError(401, "INVALID_AUTH", "Invalid credentials.")
+        if not state.engine.is_ready:
+            raise DeepgramError(503, "ENGINE_NOT_READY", "The engine is not ready yet; retry shortly")
+        voice = deepgram_voice(model, state.catalog)
+        choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
+        speed_value = parse_speed(speed)
+    except (UnknownModel, InvalidAudioQuery) as exc:
+        code = "UNKNOWN_MODEL" if isinstance(exc, UnknownModel) else "INVALID_QUERY_PARAMETER"
+        await websocket.send_denial_response(DeepgramError(400, code, str(exc)).response(request_id))
+        return
+    except DeepgramError as exc:
+        await websocket.send_denial_response(exc.response(request_id))
+        return
+    await websocket.accept(subprotocol=subprotocol or None)
+    session = SpeakSession(websocket, state, voice, choice, speed_value)
+    await session.send_json({"type": "Metadata", "request_id": request_id, "model_name": model,
+                             "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
+    await session.run()
+
+
+def _authenticated(websocket: WebSocket, api_key: str | None) -> str | bool:
+    """"" when no key is needed or the Authorization header has it, "token" when the `token`
+    subprotocol does (browsers cannot set headers: `new WebSocket(url, ["token", KEY])`), False
+    when neither."""
+    if api_key is None or key_matches(websocket.headers.get("authorization"), api_key):
+        return ""
+    protocols = websocket.scope.get("subprotocols") or []
+    if len(protocols) >= 2 and protocols[0] == "token" and hmac.compare_digest(protocols[1].encode(), api_key.encode()):
+        return "token"
+    return False
+
+
+class Turn:
+    """The speech of the text between two Flushes: a live speech, fed as its segments are cut.
+    Invariant: its audio is sent only after the turn before it has sent all of its own (or been
+    cleared), and never after `cancel`."""
+
+    def __init__(self, session: SpeakSession, previous: asyncio.Task | None) -> None:
+        self.session = session
+        engine = session.state.engine
+        self.model_speed = engine.frontend.model_speed(session.speed)
+        params = engine.frontend.default_sampling()
+        self.segments: SpeechSegments = session.state.planner.plan_live(session.voice, self.model_speed, params)
+        self.flush_id: int | None = None
+        self.task = asyncio.create_task(self._run(previous))
+
+    def extend(self, texts: list[str]) -> None:
+        self.segments.extend(texts)
+
+    def finish(self, flush_id: int | None) -> None:
+        self.flush_id = flush_id
+        self.segments.finish()
+
+    async def _run(self, previous: asyncio.Task | None) -> None:
+        session, state = self.session, self.session.state
+        synthesis = SegmentedSynthesis(state.engine, self.segments, session.voice, self.model_speed)
+        outcome = "disconnected"
+        try:
+            # NOTE: started at once, beside the turn before it: its first audio is ready when that ends.
+            refused = await self._start(synthesis)
+            if previous is not None:
+                await asyncio.wait([previous])
+            if refused is None:
+                pipeline = AudioPipeline(session.choice.response_format, state.engine.sample_rate,
+                                         session.choice.sample_rate, session.speed / self.model_speed)
+                async for pcm in synthesis.pcm():
+                    await session.send_audio(await asyncio.to_thread(pipeline.process, pcm))
+                await session.send_audio(await asyncio.to_thread(pipeline.finish))
+            if self.flush_id is not None:
+                await session.send_json({"type": "Flushed", "sequence_id": self.flush_id})
+            outcome = refused or "completed"
+        except asyncio.CancelledError:
+            outcome = "cleared"
+            raise
+        except (SynthesisFailed, EngineDeadError) as exc:
+            outcome = "error"
+            await session.send_json(error_message("SYNTHESIS_FAILED", str(exc)))
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the client has gone; the receiver ends the session
+        finally:
+            synthesis.close()
+            state.metrics.count_request(outcome)
+
+    async def _start(self, synthesis: SegmentedSynthesis) -> str | None:
+        """Starts the turn's first segment; when it cannot, tells the client why and returns the
+        request outcome ("rejected": overload, "invalid": nothing to speak)."""
+        state = self.session.state
+        try:
+            state.early_refusal.check(state.engine.stats)
+            with state.early_refusal.start():
+                await synthesis.start()
+            return None
+        except RequestRejected as exc:
+            overloaded = exc.code in ("overloaded", "queue_full")
+            await self.session.send_json(error_message("TOO_MANY_REQUESTS" if overloaded else exc.code.upper(),
+                                                       f"The turn's text was not spoken: {exc}"))
+            return "rejected" if overloaded else "invalid"
+        except NothingToSpeak as exc:
+            await self.session.send_json(warning_message("NOTHING_TO_SPEAK", f"The turn's text was not spoken: {exc}"))
+            return "invalid"
+
+
+class SpeakSession:
+    """One connection. Invariants: audio leaves in the order its text arrived; no audio of text
+    sent before a Clear leaves after the Clear is read; every Flush is answered with Flushed (its
+    `sequence_id` counts Flushes from 0) after the audio of the text before it, and every Clear
+    with Cleared (counting Clears); when the connection ends, every engine request it opened is
+    aborted."""
+
+    def __init__(self, websocket: WebSocket, state, voice: str, choice: AudioChoice, speed: float) -> None:
+        self.websocket = websocket
+        self.state = state
+        self.voice = voice
+        self.choice = choice
+        self.speed = speed
+        self.text = TextStream(max_words=state.settings.first_segment_max_words)
+        self.turn: Turn | None = None  # the turn text goes to
+        self.last: asyncio.Task | None = None  # the newest turn's task: the next one sends after it
+        self.tasks: set[asyncio.Task] = set()
+        self.flushes = 0
+        self.clears = 0
+        self._send_lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message.get("text") is None:
+                    await self.send_json(warning_message("BINARY_IGNORED", "Send JSON text messages (Speak, Flush, Clear, Close)"))
+                    continue
+                if not await self.on_message(message["text"]):
+                    return
+        except WebSocketDisconnect:
+            return
+        finally:
+            self.cancel_all()
+
+    async def on_message(self, raw: str) -> bool:
+        """Handles one client message; False once the session is over (Close)."""
+        try:
+            message = json.loads(raw)
+            kind = message.get("type")
+        except (ValueError, AttributeError):
+            await self.send_json(warning_message("INVALID_MESSAGE", "Messages are JSON objects with a 'type'"))
+            return True
+        if kind == "Speak":
+            await self.speak(message.get("text"))
+        elif kind == "Flush":
+            self.flush(self.flushes)
+            self.flushes += 1
+        elif kind == "Clear":
+            self.clear()
+            await self.send_json({"type": "Cleared", "sequence_id": self.clears})
+            self.clears += 1
+        elif kind == "Close":
+            self.flush(None)
+            if self.last is not None:
+                await asyncio.wait([self.last])
+            await self.websocket.close(1000)
+            return False
+        else:
+            await self.send_json(warning_message("UNKNOWN_MESSAGE_TYPE", f"Unknown message type {kind!r}; "
+                                                 "expected Speak, Flush, Clear or Close"))
+        return True
+
+    async def speak(self, text) -> None:
+        if not isinstance(text, str):
+            await self.send_json(warning_message("INVALID_TEXT", "A Speak message's 'text' must be a string"))
+            return
+        segments = self.text.add(text)
+        if len(self.text.buffered) > MAX_INPUT_CHARS:
+            self.text.clear()
+            await self.send_json(error_message("TEXT_TOO_LONG", f"Over {MAX_INPUT_CHARS} characters without a "
+                                               "sentence, clause or word boundary; the buffered text was dropped"))
+        if segments:
+            self._current_turn().extend(segments)
+
+    def flush(self, flush_id: int | None) -> None:
+        """Ends the current turn with whatever is buffered; Flushed `flush_id` (unless None)
+        follows its audio (or, with no turn, the audio already on its way)."""
+        rest = self.text.flush()
+        if rest is not None:
+            self._current_turn().extend([rest])
+        if self.turn is not None:
+            self.turn.finish(flush_id)
+            self.turn = None
+        elif flush_id is not None:
+            self.last = self._track(asyncio.create_task(self._flushed_after(self.last, flush_id)))
+
+    def clear(self) -> None:
+        self.text.clear()
+        self.cancel_all()
+
+    def cancel_all(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        self.turn, self.last = None, None
+
+    async def send_audio(self, data: bytes) -> None:
+        if data:
+            async with self._send_lock:
+                await self.websocket.send_bytes(data)
+
+    async def send_json(self, message: dict) -> None:
+        if self.websocket.application_state is WebSocketState.CONNECTED:
+            async with self._send_lock:
+                await self.websocket.send_text(json.dumps(message))
+
+    def _current_turn(self) -> Turn:
+        if self.turn is None:
+            self.turn = Turn(self, self.last)
+            self.last = self._track(self.turn.task)
+        return self.turn
+
+    def _track(self, task: asyncio.Task) -> asyncio.Task:
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def _flushed_after(self, previous: asyncio.Task | None, flush_id: int) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        await self.send_json({"type": "Flushed", "sequence_id": flush_id})
+
