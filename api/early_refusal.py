@@ -1,13 +1,17 @@
-"""Refusing a new speech before its prompt is prepared, when the engine is already full.
+"""Refusing a new speech before its prompt is prepared, when the engine has no room for it.
 
 The engine's admission decides with the prepared prompt in hand (engine/admission.py), but
 preparing a prompt costs tens of milliseconds of CPU: under heavy overload, preparing requests
 only for the engine to refuse them took a whole core from the streams it serves (64 closed-loop
-streams on the 2-core machine: 87 % refused, and only 54 % of the admitted streams viable). So
-the API first compares what is already committed with the capacity the engine last reported.
+streams on the 2-core machine: 87 % refused, and only 54 % of the admitted streams viable), and
+in a burst the last refusals came only after everyone's prompt had been prepared (p99 0.76 s).
+So the API first compares the room the engine last reported (how many requests of the usual
+size could start then, engine/core.py's `refresh_room_estimate`) with what has taken some since.
 """
 from __future__ import annotations
 
+import time
+from collections import deque
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -16,24 +20,25 @@ from engine.outputs import EngineStats
 
 
 class EarlyRefusal:
-    """Invariant: a speech is refused here only while admission is on and the streams running,
-    queued in the engine and being started by this API already reach the engine's reported
-    real-time capacity (at least one: an idle engine always takes a request); `starting` counts
-    the speeches between this check and the engine's answer to their first segment."""
+    """Invariant: a speech is refused here only while admission is on, the engine is not idle,
+    and the speeches being started by this API plus those admitted since the engine's last
+    report already fill the room it reported; `starting` counts the speeches between this check
+    and the engine's answer to their first segment."""
 
     def __init__(self, admission_on: bool) -> None:
         self.admission_on = admission_on
         self.starting = 0
         self.refused = 0  # since the server started
+        self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
 
     def check(self, stats: EngineStats) -> None:
         """Raises RequestRejected ("overloaded", with the engine's projected wait) when full."""
-        committed = stats.num_running + stats.num_queued + self.starting
-        if not self.admission_on or committed < max(1, stats.realtime_capacity):
+        taken = self.starting + sum(1 for at in self._admitted if at >= stats.taken_at)
+        if not self.admission_on or stats.num_running + stats.num_queued + taken == 0 or taken < stats.room_streams:
             return
         self.refused += 1
         raise RequestRejected(
-            f"the engine is at its real-time capacity ({committed} streams running or starting); "
+            f"the engine has no room for another stream ({stats.num_running} running, {self.starting} starting); "
             f"retry in {stats.seconds_until_room:.1f} s",
             "overloaded", stats.seconds_until_room,
         )
@@ -41,9 +46,10 @@ class EarlyRefusal:
     @contextmanager
     def start(self) -> Iterator[None]:
         """Counts one speech as starting while the body runs (its first segment's preparation
-        and the engine's answer to it)."""
+        and the engine's answer to it), and as admitted when the body completes."""
         self.starting += 1
         try:
             yield
+            self._admitted.append(time.monotonic())
         finally:
             self.starting -= 1

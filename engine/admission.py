@@ -149,6 +149,21 @@ class Admission:
         delay = start_delay(committed, fits, self.step_cost.predict_tail, self.step_audio)
         return timeline_of(committed, self.step_cost.predict_tail, self.step_audio).seconds[-1] if delay is None else delay
 
+    def room_now(self, committed: list[StreamOutlook], now: float) -> int:
+        """How many typical new requests could start now, one after another, each keeping every
+        stream's deadlines (0 while the queue holds anyone: they go first)."""
+        if self.max_queue_delay is None:
+            return self.max_num_seqs - len(committed)
+        if self.queue:
+            return 0
+        newcomers: list[Request] = []
+        while len(committed) + len(newcomers) < self.max_num_seqs:
+            candidate = self.typical.request(now, self.max_queue_delay)
+            if not self._starts_now(committed, newcomers + [candidate], now):
+                break
+            newcomers.append(candidate)
+        return len(newcomers)
+
     def capacity(self) -> int:
         """Streams the engine can step faster than real time, as its step costs stand now."""
         return realtime_capacity(self.step_cost.predict_tail, self.step_audio, self.max_num_seqs)

@@ -254,9 +254,12 @@ class EngineCore:
         )
 
     def refresh_room_estimate(self) -> None:
-        """Recomputes `stats.seconds_until_room` (a projection over every stream: not every step)."""
+        """Recomputes the stats' room for new requests (projections over every stream: not every step)."""
         now = time.monotonic()
-        self.stats.seconds_until_room = self.admission.seconds_until_room(self._committed(now), now)
+        committed = self._committed(now)
+        self.stats.room_streams = self.admission.room_now(committed, now)
+        self.stats.seconds_until_room = 0.0 if self.stats.room_streams else self.admission.seconds_until_room(committed, now)
+        self.stats.taken_at = now
 
     def _prompt_block_hashes(self, prompt: SpeechPrompt) -> list[int]:
         if not self.config.cache.enable_prefix_caching:

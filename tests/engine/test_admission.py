@@ -182,3 +182,13 @@ def test_seconds_until_room_is_when_a_typical_request_could_start():
     assert admission.seconds_until_room(playing(1, 1.0, 100), now=0.0) == 0.0
     full = playing(4, 0.2, 10)  # four streams already fall behind: room once they end
     assert admission.seconds_until_room(full, now=0.0) == pytest.approx(10 * 4 * ROW_SECONDS)
+
+
+def test_room_now_counts_the_typical_requests_that_could_start_one_after_another():
+    admission = make_admission()
+    # Three streams keep up (0.09 s a step for 0.1 s of audio), four do not: beside one long
+    # stream, two more of the usual size fit.
+    assert admission.room_now(playing(1, 1.0, 1000), now=0.0) == 2
+    assert admission.room_now(playing(3, 1.0, 1000), now=0.0) == 0
+    admission.queue.append(make_request("waiting"))
+    assert admission.room_now(playing(1, 1.0, 1000), now=0.0) == 0  # the queue goes first
