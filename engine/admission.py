@@ -20,6 +20,12 @@ from scheduler.sequence import Sequence
 from scheduler.step_cost import StepCostModel
 
 
+# room_now counts at most this many: each count is a projection over every stream, and between
+# two reports (0.25 s apart) the API starts only a few speeches; more than this and the
+# engine's own admission sorts them out.
+ROOM_LIMIT = 8
+
+
 class TypicalRequest:
     """A running mean (exponentially weighted) of admitted requests' prompt tokens and outputs.
     Invariant: both are positive."""
@@ -149,15 +155,16 @@ class Admission:
         delay = start_delay(committed, fits, self.step_cost.predict_tail, self.step_audio)
         return timeline_of(committed, self.step_cost.predict_tail, self.step_audio).seconds[-1] if delay is None else delay
 
-    def room_now(self, committed: list[StreamOutlook], now: float) -> int:
-        """How many typical new requests could start now, one after another, each keeping every
-        stream's deadlines (0 while the queue holds anyone: they go first)."""
-        if self.max_queue_delay is None:
-            return self.max_num_seqs - len(committed)
+    def room_now(self, committed: list[StreamOutlook], now: float, limit: int = ROOM_LIMIT) -> int:
+        """How many typical new requests (at most `limit`) could start now, one after another,
+        each keeping every stream's deadlines (0 while the queue holds anyone: they go first)."""
+        room = min(limit, self.max_num_seqs - len(committed))
+        if self.max_queue_delay is None or room <= 0:
+            return max(0, room)
         if self.queue:
             return 0
         newcomers: list[Request] = []
-        while len(committed) + len(newcomers) < self.max_num_seqs:
+        while len(newcomers) < room:
             candidate = self.typical.request(now, self.max_queue_delay)
             if not self._starts_now(committed, newcomers + [candidate], now):
                 break
