@@ -117,7 +117,7 @@ class Turn:
                 await session.send_json({"type": "Flushed", "sequence_id": self.flush_id})
             outcome = refused or "completed"
         except asyncio.CancelledError:
-            outcome = "cleared"
+            outcome = session.cancel_reason
             raise
         except (SynthesisFailed, EngineDeadError) as exc:
             outcome = "error"
@@ -166,6 +166,7 @@ class SpeakSession:
         self.tasks: set[asyncio.Task] = set()
         self.flushes = 0
         self.clears = 0
+        self.cancel_reason = "cleared"  # what a cancelled turn counts as (the session's end: disconnected)
         self._send_lock = asyncio.Lock()
 
     async def run(self) -> None:
@@ -182,6 +183,7 @@ class SpeakSession:
         except WebSocketDisconnect:
             return
         finally:
+            self.cancel_reason = "disconnected"
             self.cancel_all()
 
     async def on_message(self, raw: str) -> bool:

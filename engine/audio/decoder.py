@@ -219,8 +219,9 @@ class StreamingDecoder:
             try:
                 audio.append(runner.to_host(runner.decode(self.codec, self._batch([window], owners))))
             except Exception as exc:  # noqa: BLE001 - reported through take_failures
-                self._failures[window.stream_id] = exc
+                # NOTE: a stream closed since its window was launched has no one to tell.
                 if self._streams.get(window.stream_id) is owners[window.stream_id]:
+                    self._failures[window.stream_id] = exc
                     del self._streams[window.stream_id]
                 audio.append(None)
         return audio

@@ -49,6 +49,18 @@ class HostRunner:
         return audio.float().cpu().numpy()
 
 
+class LateRunner(HostRunner):
+    """Decodes only when the audio is brought to the host, as a device stream's error surfaces
+    only at the synchronisation: a bad batch fails in `collect`, not at launch."""
+
+    def decode(self, codec: FrameCodec, batch: Tensor):
+        self.decodes += 1
+        return lambda: codec.decode(batch)
+
+    def to_host(self, audio) -> np.ndarray:
+        return audio().float().cpu().numpy()
+
+
 def run_rounds(stage: AudioStage, lengths: dict[str, int], rounds: int) -> dict[str, list]:
     """Pushes one frame per round to every stream until its length, finishes it, then steps
     until every stream's last chunk is out; returns (round, frame_start, frame_end, pcm) per stream."""
@@ -118,7 +130,7 @@ class PickyCodec(NeighbourCodec):
         return super().decode(frames)
 
 
-@pytest.mark.parametrize("runner", [None, HostRunner()])
+@pytest.mark.parametrize("runner", [None, HostRunner(), LateRunner()])
 def test_a_window_that_fails_to_decode_closes_only_its_stream(runner):
     audio = stage(PickyCodec(), runner)
     for sid, value in (("good", 1.0), ("bad", 1000.0)):
