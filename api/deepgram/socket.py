@@ -89,6 +89,7 @@ class Turn:
         params = engine.frontend.default_sampling()
         self.segments: SpeechSegments = session.state.planner.plan_live(session.voice, self.model_speed, params)
         self.flush_id: int | None = None
+        self.ended = asyncio.Event()  # its Flush (or Close) has come: no more text
         self.task = asyncio.create_task(self._run(previous))
 
     def extend(self, texts: list[str]) -> None:
@@ -97,36 +98,55 @@ class Turn:
     def finish(self, flush_id: int | None) -> None:
         self.flush_id = flush_id
         self.segments.finish()
+        self.ended.set()
 
     async def _run(self, previous: asyncio.Task | None) -> None:
+        """The turn's audio after the turn before it, then its Flushed: also when its synthesis
+        failed (the client is told with an Error), so that a Flush is always answered."""
         session, state = self.session, self.session.state
         synthesis = SegmentedSynthesis(state.engine, self.segments, session.voice, self.model_speed)
         outcome = "disconnected"
         try:
-            # NOTE: started at once, beside the turn before it: its first audio is ready when that ends.
-            refused = await self._start(synthesis)
+            try:
+                # NOTE: started at once, beside the turn before it: its first audio is ready when that ends.
+                refused = await self._start(synthesis)
+                if previous is not None:
+                    await asyncio.wait([previous])
+                if refused is None:
+                    await self._send_audio(synthesis)
+                outcome = refused or "completed"
+            except (SynthesisFailed, EngineDeadError) as exc:
+                outcome = "error"
+                await session.send_json(error_message("SYNTHESIS_FAILED", f"The turn's audio stopped: {exc}"))
+            except (WebSocketDisconnect, RuntimeError):
+                raise  # the client has gone: nothing to answer
+            except Exception as exc:  # noqa: BLE001 - one turn's failure must not leave its Flush unanswered
+                logger.exception("speak turn failed")
+                outcome = "error"
+                await session.send_json(error_message("INTERNAL_ERROR", f"The turn failed: {type(exc).__name__}"))
             if previous is not None:
-                await asyncio.wait([previous])
-            if refused is None:
-                pipeline = AudioPipeline(session.choice.response_format, state.engine.sample_rate,
-                                         session.choice.sample_rate, session.speed / self.model_speed)
-                async for pcm in synthesis.pcm():
-                    await session.send_audio(await asyncio.to_thread(pipeline.process, pcm))
-                await session.send_audio(await asyncio.to_thread(pipeline.finish))
+                await asyncio.wait([previous])  # a turn that failed early still answers in order
+            # NOTE: a refused or failed turn ends before its Flush arrives; the Flush still gets
+            # its Flushed, so wait for it.
+            await self.ended.wait()
             if self.flush_id is not None:
                 await session.send_json({"type": "Flushed", "sequence_id": self.flush_id})
-            outcome = refused or "completed"
         except asyncio.CancelledError:
             outcome = session.cancel_reason
             raise
-        except (SynthesisFailed, EngineDeadError) as exc:
-            outcome = "error"
-            await session.send_json(error_message("SYNTHESIS_FAILED", str(exc)))
         except (WebSocketDisconnect, RuntimeError):
             pass  # the client has gone; the receiver ends the session
         finally:
             synthesis.close()
             state.metrics.count_request(outcome)
+
+    async def _send_audio(self, synthesis: SegmentedSynthesis) -> None:
+        session = self.session
+        pipeline = AudioPipeline(session.choice.response_format, session.state.engine.sample_rate,
+                                 session.choice.sample_rate, session.speed / self.model_speed)
+        async for pcm in synthesis.pcm():
+            await session.send_audio(await asyncio.to_thread(pipeline.process, pcm))
+        await session.send_audio(await asyncio.to_thread(pipeline.finish))
 
     async def _start(self, synthesis: SegmentedSynthesis) -> str | None:
         """Starts the turn's first segment; when it cannot, tells the client why and returns the

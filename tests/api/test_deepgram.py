@@ -193,3 +193,34 @@ def test_unknown_messages_get_a_warning_and_the_session_goes_on(server):
     warning = next(f for f in frames if isinstance(f, dict) and f["type"] == "Warning")
     assert warning["warn_code"] == warning["code"] == "UNKNOWN_MESSAGE_TYPE" and warning["description"]
     assert any(isinstance(f, bytes) for f in frames)
+
+
+@pytest.mark.slow
+def test_a_turn_refused_at_capacity_is_told_and_its_flush_still_answered(chorus_cache):
+    """With the only slot busy, a turn gets an Error (TOO_MANY_REQUESTS) at once, not silence;
+    its Flush, sent later, is still answered, and the session goes on."""
+    from tests.api.conftest import speech_body, start_server
+
+    busy_text = "A longer sentence without a stop that keeps the only slot busy for a good while"
+    with start_server(api_key=None, max_num_seqs=1, max_num_batched_tokens=64, max_queue_delay=0.25) as live:
+        holder = threading.Thread(target=lambda: httpx.post(f"{live.url}/v1/audio/speech",
+                                                            json=speech_body(input=busy_text), timeout=120))
+        holder.start()
+        deadline = time.monotonic() + 30
+        while live.engine.stats.num_running == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # a stats report that shows the slot taken
+
+        async def run():
+            async with websockets.connect(ws_url(live)) as ws:
+                assert json.loads(await ws.recv())["type"] == "Metadata"
+                await ws.send(json.dumps({"type": "Speak", "text": "Hello there. And "}))
+                error = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                await ws.send(json.dumps({"type": "Speak", "text": "more text."}))
+                await ws.send(json.dumps({"type": "Flush"}))
+                return error, json.loads(await asyncio.wait_for(ws.recv(), 30))
+
+        error, flushed = asyncio.run(run())
+        holder.join(120)
+    assert error["type"] == "Error" and error["variant"] == "TOO_MANY_REQUESTS" and "retry" in error["description"]
+    assert flushed == {"type": "Flushed", "sequence_id": 0}
