@@ -1,7 +1,6 @@
 """POST /v1/audio/speech: validate, plan, start the engine requests, stream encoded audio."""
 from __future__ import annotations
 
-import math
 import time
 from typing import AsyncIterator
 
@@ -15,7 +14,7 @@ from api.audio.pipeline import AudioPipeline
 from api.errors import ApiError
 from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
-from api.speech import encoded_audio, outcome_of, start_speech
+from api.speech import encoded_audio, outcome_of, retry_after_seconds, start_speech
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.errors import EngineDeadError, RequestRejected
 from model.families.base import VoiceNotFoundError
@@ -84,8 +83,7 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
 def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
     if isinstance(exc, RequestRejected):
         if exc.code in ("queue_full", "overloaded"):
-            # The engine's own estimate when it has one (when its streams will have made room).
-            seconds = retry_after if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
+            seconds = retry_after_seconds(exc, retry_after)
             return ApiError(429, f"The server is busy: {exc}", exc.code, headers={"Retry-After": str(seconds)})
         return ApiError(400, str(exc), exc.code, "input")
     if isinstance(exc, VoiceNotFoundError):

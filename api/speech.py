@@ -2,12 +2,19 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import AsyncIterator
 
 from api.audio.pipeline import AudioPipeline
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
-from engine.errors import EngineDeadError
+from engine.errors import EngineDeadError, RequestRejected
+
+
+def retry_after_seconds(exc: RequestRejected, default: int) -> int:
+    """The Retry-After of a refusal: the engine's own estimate when it has one (when its streams
+    will have made room), rounded up to whole seconds, else `default`."""
+    return default if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
 
 
 def outcome_of(status: int) -> str:

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.data import eval_sentences
-from benchmarks.report import machine_line
+from benchmarks.report import machine_line, write_report_json
 from benchmarks.server_process import chorus_server, free_port
 from benchmarks.throughput import machine_info
 from benchmarks.trace import RequestTrace, is_viable, percentile_or_none
@@ -211,10 +211,7 @@ def write_results(levels: list[dict], args: argparse.Namespace, command: str, st
     report = {"date": started.isoformat(timespec="seconds"), "command": command, "machine": machine,
               "workload": {"model": args.model, "words_per_second": args.words_per_second, "barge_in": args.barge_in,
                            "level_seconds": args.level_seconds}, "levels": levels, "targets": targets(levels)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"agent-{started:%Y-%m-%d-%H%M}"
-    paths = {"json": stem.with_suffix(".json"), "markdown": stem.with_suffix(".md")}
-    paths["json"].write_text(json.dumps(report, allow_nan=False) + "\n")
+    paths = write_report_json(args.out, "agent", started, report, allow_nan=False)
     lines = [f"# Voice agents over the speak WebSocket, {report['date']}", "", f"`{command}`", "",
              machine_line(machine, f"model {args.model}"), "",
              f"Each agent streams replies of 2-4 eval sentences word by word at {args.words_per_second:g} words/s over one "

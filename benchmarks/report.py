@@ -77,16 +77,24 @@ def target_lines(checks: list[dict]) -> list[str]:
             for c in checks]
 
 
+def write_report_json(out: Path, name: str, started_at: datetime, report: dict,
+                      allow_nan: bool = True) -> dict[str, Path]:
+    """Creates `out` and writes `report` to `<name>-<date>.json` there; returns that path and the
+    markdown page's beside it (`<name>-<date>.md`), which the caller writes."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{name}-{started_at:%Y-%m-%d-%H%M}"
+    paths = {"json": stem.with_suffix(".json"), "markdown": stem.with_suffix(".md")}
+    paths["json"].write_text(json.dumps(report, allow_nan=allow_nan) + "\n")
+    return paths
+
+
 def write_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True) -> dict[str, Path]:
     machine = machine_info() | {"load_average_after": os.getloadavg(),
                                 "note": "shared machine: other jobs ran beside this one"}
     report = {"date": started_at.isoformat(timespec="seconds"), "command": command, "machine": machine,
               **report}
     report["targets"] = targets(report)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"load-{started_at:%Y-%m-%d-%H%M}"
-    paths = {"json": stem.with_suffix(".json"), "markdown": stem.with_suffix(".md")}
-    paths["json"].write_text(json.dumps(report) + "\n")
+    paths = write_report_json(out, "load", started_at, report)
     criteria = report["criteria"]
     lines = [
         f"# Load benchmark, {report['date']}", "", f"`{command}`", "",

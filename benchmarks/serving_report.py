@@ -2,14 +2,13 @@
 README's Performance lead, the issue's targets with ✓/✗, and the plot."""
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
 from benchmarks.plot import plot_serving
-from benchmarks.report import machine_line, write_markdown
+from benchmarks.report import machine_line, write_markdown, write_report_json
 from benchmarks.throughput import machine_info
 
 NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)"}
@@ -125,10 +124,7 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
                                 "note": "shared machine: other jobs may have run beside this one"}
     report = {"date": started_at.isoformat(timespec="seconds"), "command": command, "machine": machine, **report}
     report["targets"] = targets(report)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"serving-{started_at:%Y-%m-%d-%H%M}"
-    paths = {"json": stem.with_suffix(".json"), "markdown": stem.with_suffix(".md")}
-    paths["json"].write_text(json.dumps(report, allow_nan=False) + "\n")
+    paths = write_report_json(out, "serving", started_at, report, allow_nan=False)
     work = report["workload"]
     capacities = ", ".join(f"{s['system']} {s['capacity_streams']:g}" for s in report["systems"])
     lines = [

@@ -14,7 +14,7 @@ from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidA
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
 from api.planning import NothingToSpeak
 from api.schemas import MAX_INPUT_CHARS
-from api.speech import encoded_audio, outcome_of, start_speech
+from api.speech import encoded_audio, outcome_of, retry_after_seconds, start_speech
 from engine.errors import EngineDeadError, RequestRejected
 
 router = APIRouter()
@@ -40,7 +40,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
         try:
             synthesis, model_speed = await start_speech(state, text, voice, speed_value, None)
         except (RequestRejected, NothingToSpeak, EngineDeadError) as exc:
-            raise _as_deepgram_error(exc) from exc
+            raise _as_deepgram_error(exc, state.settings.retry_after_seconds) from exc
     except DeepgramError as exc:
         state.metrics.count_request(outcome_of(exc.status))
         return exc.response(request_id)
@@ -86,9 +86,9 @@ def parse_speed(speed: str | None) -> float:
     return value
 
 
-def _as_deepgram_error(exc: Exception) -> DeepgramError:
+def _as_deepgram_error(exc: Exception, retry_after: int) -> DeepgramError:
     if isinstance(exc, RequestRejected) and exc.code in ("overloaded", "queue_full"):
-        seconds = 1 if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
+        seconds = retry_after_seconds(exc, retry_after)
         return DeepgramError(429, "TOO_MANY_REQUESTS", f"The server is busy: {exc}", {"Retry-After": str(seconds)})
     if isinstance(exc, EngineDeadError):
         return DeepgramError(503, "ENGINE_DEAD", "The engine has stopped; see the server log")
