@@ -32,6 +32,7 @@ class Catalog:
     def __init__(self, frontend: PromptFrontend) -> None:
         self.model_name = frontend.model_name
         self.voices = tuple(frontend.voices)
+        self.word_timestamps = frontend.word_timestamps
         self.model_names = (self.model_name, *OPENAI_MODEL_ALIASES)
         self.voice_aliases = {
             alias: target if target in self.voices else self.voices[i % len(self.voices)]

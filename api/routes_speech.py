@@ -16,6 +16,7 @@ from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
 from api.speech import encoded_audio, outcome_of, retry_after_seconds, start_speech
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from api.word_timeline import word_events
 from engine.errors import EngineDeadError, RequestRejected
 from model.families.base import VoiceNotFoundError
 
@@ -51,7 +52,8 @@ async def create_speech(body: SpeechRequest, request: Request):
         raise
     audio = encoded_audio(synthesis, pipeline, state.metrics, arrived)
     if body.stream_format == "sse":
-        return EventSourceResponse(_events(audio, synthesis), headers={"Cache-Control": "no-cache"})
+        return EventSourceResponse(_events(audio, synthesis, pipeline if body.timestamps == "word" else None),
+                                   headers={"Cache-Control": "no-cache"})
     return StreamingResponse(audio, media_type=MEDIA_TYPES[body.response_format], headers={"Cache-Control": "no-cache"})
 
 
@@ -61,6 +63,8 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
         raise ApiError(503, "The engine is not ready yet; retry shortly", "engine_not_ready")
     state.catalog.resolve_model(body.model)
     voice = state.catalog.resolve_voice(body.voice_name)
+    if body.timestamps == "word":
+        _check_word_timestamps(body, state.catalog)
     rate = body.sample_rate or default_rate(body.response_format, state.settings.default_sample_rate)
     rates = supported_rates(body.response_format)
     if rates is not None and rate not in rates:
@@ -80,6 +84,16 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
     return synthesis, AudioPipeline(body.response_format, engine.sample_rate, rate, body.speed / model_speed)
 
 
+def _check_word_timestamps(body: SpeechRequest, catalog) -> None:
+    if body.stream_format != "sse":
+        raise ApiError(400, "timestamps 'word' needs stream_format 'sse' (the timestamps are events beside "
+                       "the audio)", "invalid_value", "timestamps")
+    if not catalog.word_timestamps:
+        raise ApiError(400, f"The model '{catalog.model_name}' cannot time words before it speaks them (see "
+                       "/v1/audio/voices: its 'timestamps' list is empty); leave out timestamps", "unsupported_value",
+                       "timestamps")
+
+
 def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
     if isinstance(exc, RequestRejected):
         if exc.code in ("queue_full", "overloaded"):
@@ -93,11 +107,18 @@ def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
     return None
 
 
-async def _events(audio: AsyncIterator[bytes], synthesis: SegmentedSynthesis) -> AsyncIterator[dict]:
+async def _events(audio: AsyncIterator[bytes], synthesis: SegmentedSynthesis,
+                  timed: AudioPipeline | None) -> AsyncIterator[dict]:
+    """OpenAI's events; with the pipeline `timed` (timestamps asked for), each delta is followed
+    by the words whose audio it starts."""
     try:
         async for data in audio:
             yield sse.audio_delta(data)
+            if timed is not None and (words := synthesis.words.reached(timed.source_seconds_out)):
+                yield sse.audio_timestamps(word_events(words, timed.stretch))
     except (SynthesisFailed, EngineDeadError) as exc:
         yield sse.stream_error(str(exc))
         return
+    if timed is not None and (words := synthesis.words.remaining()):
+        yield sse.audio_timestamps(word_events(words, timed.stretch))
     yield sse.audio_done(synthesis.usage.as_dict())

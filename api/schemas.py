@@ -1,5 +1,6 @@
 """The speech request body: OpenAI's fields and limits, plus documented extensions (the sample
-rate, a seed, and the G.711 response formats `mulaw` and `alaw`)."""
+rate, a seed, word timestamps in the event stream, and the G.711 response formats `mulaw` and
+`alaw`)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -36,6 +37,8 @@ class SpeechRequest(BaseModel):
     # Extensions (not in OpenAI's API): output sample rate, and a seed for reproducible audio.
     sample_rate: int | None = Field(default=None, ge=8000, le=48000)
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    # "word": `speech.audio.timestamps` events among the deltas (stream_format "sse" only).
+    timestamps: Literal["none", "word"] = "none"
 
     @field_validator("input")
     @classmethod

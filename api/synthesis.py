@@ -10,8 +10,9 @@ import numpy as np
 
 from engine.client import EngineClient
 from engine.errors import EngineDeadError
+from api.word_timeline import WordTimeline
 from engine.outputs import AudioChunk
-from model.families.base import SpeechPrompt
+from model.families.base import SpeechPrompt, SpokenWord
 from model.sampling import SamplingParams
 
 # Edges of a join between segments are faded over this long so the step between two
@@ -64,7 +65,8 @@ class SegmentedSynthesis:
     yielded once, whole and in order; at most two engine requests are open (the one being
     streamed, and the next, whose prompt is taken from `segments` once the current one starts
     streaming); segments after the first go to the engine as continuations; `close` aborts what
-    is open and drops preparations still pending. Errors that stop segment 0 before any audio
+    is open and drops preparations still pending; `words` holds each segment's words placed where
+    its audio begins in what `pcm` yields (`position` samples so far). Errors that stop segment 0 before any audio
     (nothing to speak, unknown voice, full queue) surface from `start`, so the caller can still
     answer with a status."""
 
@@ -80,6 +82,10 @@ class SegmentedSynthesis:
         self._count: int | None = None
         self.usage = Usage()
         self.sample_rate = client.sample_rate
+        # Samples `pcm` has yielded so far, and the segments' words placed on that audio.
+        self.position = 0
+        self.words = WordTimeline(self.sample_rate)
+        self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
         self._fade = np.sin(np.linspace(0.0, np.pi / 2, max(1, int(JOIN_FADE_SECONDS * self.sample_rate)))) ** 2
 
     async def start(self) -> None:
@@ -92,8 +98,10 @@ class SegmentedSynthesis:
         held = np.zeros(0, dtype=np.float32)
         index, item = 0, self._first
         while item is not _NO_MORE:
+            # Joins keep every sample: this segment begins after all of the ones before it.
+            self.words.add_segment(self.position + held.size, self._segment_words.pop(index, ()))
             if held.size:  # the previous segment's end, held back: this is a join
-                yield held * self._fade[::-1][-held.size:]
+                yield self._count_out(held * self._fade[::-1][-held.size:])
                 held = held[:0]
             fade_in = index > 0
             async for chunk in self._segment_chunks(index, item):
@@ -107,11 +115,15 @@ class SegmentedSynthesis:
                 cut = samples.size if self._count == index + 1 else max(0, samples.size - self._fade.size)
                 held = samples[cut:]
                 if cut:
-                    yield samples[:cut]
+                    yield self._count_out(samples[:cut])
             index += 1
             item = await self._next_item(index)
         if held.size:
-            yield held
+            yield self._count_out(held)
+
+    def _count_out(self, samples: np.ndarray) -> np.ndarray:
+        self.position += samples.size
+        return samples
 
     def close(self) -> None:
         """Cancels the open requests' tasks (each aborts its engine request as it unwinds) and the
@@ -155,6 +167,7 @@ class SegmentedSynthesis:
                 self._count = index
                 queue.put_nowait(_NO_MORE)
                 return
+            self._segment_words[index] = segment.prompt.words
             async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed,
                                                        prompt=segment.prompt, continuation=index > 0,
                                                        outputs_after=self._segments.outputs_after()):

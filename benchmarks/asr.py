@@ -12,6 +12,7 @@ import numpy as np
 from api.audio.resample import StreamingResampler
 
 ASR_RATE = 16000
+ASR_FRAMES_PER_SECOND = 100
 
 
 def normalize_words(text: str) -> list[str]:
@@ -55,11 +56,26 @@ class Transcriber:
         self._decoder = Decoder(samprate=ASR_RATE, loglevel="ERROR")
 
     def transcribe(self, pcm: np.ndarray, sample_rate: int) -> str:
+        self._decode(pcm, sample_rate)
+        hyp = self._decoder.hyp()
+        return hyp.hypstr if hyp is not None else ""
+
+    def words(self, pcm: np.ndarray, sample_rate: int) -> list[tuple[str, float, float]]:
+        """The words heard, each with its start and end in seconds (pocketsphinx's 10 ms frames);
+        silences, fillers and the utterance marks left out."""
+        self._decode(pcm, sample_rate)
+        heard = []
+        for segment in self._decoder.seg():
+            word = segment.word.split("(")[0]  # "the(2)": an alternative pronunciation
+            if word and not word.startswith(("<", "[")):
+                heard.append((word, segment.start_frame / ASR_FRAMES_PER_SECOND,
+                              (segment.end_frame + 1) / ASR_FRAMES_PER_SECOND))
+        return heard
+
+    def _decode(self, pcm: np.ndarray, sample_rate: int) -> None:
         resampler = StreamingResampler(sample_rate, ASR_RATE)
         audio = np.concatenate([resampler.process(pcm.astype(np.float32)), resampler.flush()])
         raw = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
         self._decoder.start_utt()
         self._decoder.process_raw(raw, full_utt=True)
         self._decoder.end_utt()
-        hyp = self._decoder.hyp()
-        return hyp.hypstr if hyp is not None else ""

@@ -42,6 +42,7 @@ SOCKET_ENCODINGS = {name: Encoding({"none": REST_ENCODINGS[name].containers["non
 DEFAULT_REST_ENCODING = "mp3"
 DEFAULT_SOCKET_ENCODING = "linear16"
 _MEDIA_TYPES = {**MEDIA_TYPES, "wav-mulaw": "audio/wav", "wav-alaw": "audio/wav"}
+_RAW_SAMPLE_BYTES = {"pcm": 2, "mulaw": 1, "alaw": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,11 @@ class AudioChoice:
     @property
     def media_type(self) -> str:
         return _MEDIA_TYPES[self.response_format]
+
+    @property
+    def sample_bytes(self) -> int | None:
+        """Bytes per sample of a raw (headerless, uncompressed) format; None for the others."""
+        return _RAW_SAMPLE_BYTES.get(self.response_format)
 
 
 def audio_choice(encodings: dict[str, Encoding], encoding: str | None, container: str | None,

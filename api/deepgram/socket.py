@@ -7,7 +7,9 @@ reply is complete, and whose later segments are prepared and prefilled while the
 play. Turns send their audio in order, each after the one before it; a Flush is answered with
 Flushed once its turn's audio has left. Clear drops the buffered text and every turn: their
 engine requests are aborted (blocks freed within a step) and no frame of their audio leaves after
-the Clear is read.
+the Clear is read. Asked for (`timestamps=word`, an extension), each audio message is followed by
+a `Timestamps` message with the words whose audio it starts, timed in seconds of all the audio
+the connection has sent.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ from api.planning import NothingToSpeak, SpeechSegments
 from api.schemas import MAX_INPUT_CHARS
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from api.text_stream import TextStream
+from api.word_timeline import word_events
 from engine.errors import EngineDeadError, RequestRejected
+from model.families.base import SpokenWord
 
 logger = logging.getLogger("chorus.api")
 router = APIRouter()
@@ -39,7 +43,8 @@ MODEL_VERSION = "chorus"
 
 @router.websocket("/v1/speak")
 async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encoding: str | None = None,
-                       sample_rate: str | None = None, speed: str | None = None) -> None:
+                       sample_rate: str | None = None, speed: str | None = None,
+                       timestamps: str | None = None) -> None:
     state = websocket.app.state
     request_id = str(uuid.uuid4())
     subprotocol = _authenticated(websocket, state.settings.api_key)
@@ -51,6 +56,7 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
         voice = deepgram_voice(model, state.catalog)
         choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
         speed_value = parse_speed(speed)
+        words = _wants_words(timestamps, state.catalog)
     except (UnknownModel, InvalidAudioQuery) as exc:
         code = "UNKNOWN_MODEL" if isinstance(exc, UnknownModel) else "INVALID_QUERY_PARAMETER"
         await websocket.send_denial_response(DeepgramError(400, code, str(exc)).response(request_id))
@@ -59,10 +65,21 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
         await websocket.send_denial_response(exc.response(request_id))
         return
     await websocket.accept(subprotocol=subprotocol or None)
-    session = SpeakSession(websocket, state, voice, choice, speed_value)
+    session = SpeakSession(websocket, state, voice, choice, speed_value, words)
     await session.send_json({"type": "Metadata", "request_id": request_id, "model_name": model,
                              "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
     await session.run()
+
+
+def _wants_words(timestamps: str | None, catalog) -> bool:
+    if timestamps in (None, "none"):
+        return False
+    if timestamps != "word":
+        raise InvalidAudioQuery("timestamps", f"timestamps must be 'word' or 'none'; got '{timestamps}'")
+    if not catalog.word_timestamps:
+        raise InvalidAudioQuery("timestamps", f"The model '{catalog.model_name}' cannot time words before it "
+                                              "speaks them; leave out timestamps")
+    return True
 
 
 def _authenticated(websocket: WebSocket, api_key: str | None) -> str | bool:
@@ -144,9 +161,12 @@ class Turn:
         session = self.session
         pipeline = AudioPipeline(session.choice.response_format, session.state.engine.sample_rate,
                                  session.choice.sample_rate, session.speed / self.model_speed)
+        offset = session.seconds_sent  # where this turn's audio begins in the connection's
         async for pcm in synthesis.pcm():
             await session.send_audio(await asyncio.to_thread(pipeline.process, pcm))
+            await session.send_words(synthesis.words.reached(pipeline.source_seconds_out), pipeline.stretch, offset)
         await session.send_audio(await asyncio.to_thread(pipeline.finish))
+        await session.send_words(synthesis.words.remaining(), pipeline.stretch, offset)
 
     async def _start(self, synthesis: SegmentedSynthesis) -> str | None:
         """Starts the turn's first segment; when it cannot, tells the client why and returns the
@@ -174,12 +194,15 @@ class SpeakSession:
     with Cleared (counting Clears); when the connection ends, every engine request it opened is
     aborted."""
 
-    def __init__(self, websocket: WebSocket, state, voice: str, choice: AudioChoice, speed: float) -> None:
+    def __init__(self, websocket: WebSocket, state, voice: str, choice: AudioChoice, speed: float,
+                 timestamps: bool = False) -> None:
         self.websocket = websocket
         self.state = state
         self.voice = voice
         self.choice = choice
         self.speed = speed
+        self.timestamps = timestamps
+        self.samples_sent = 0
         self.text = TextStream(max_words=state.settings.first_segment_max_words)
         self.turn: Turn | None = None  # the turn text goes to
         self.last: asyncio.Task | None = None  # the newest turn's task: the next one sends after it
@@ -267,10 +290,20 @@ class SpeakSession:
             task.cancel()
         self.turn, self.last = None, None
 
+    @property
+    def seconds_sent(self) -> float:
+        return self.samples_sent / self.choice.sample_rate
+
     async def send_audio(self, data: bytes) -> None:
         if data:
             async with self._send_lock:
                 await self.websocket.send_bytes(data)
+                self.samples_sent += len(data) // self.choice.sample_bytes
+
+    async def send_words(self, words: list[SpokenWord], stretch: float, offset: float) -> None:
+        """A Timestamps message with `words` (model seconds) in the connection's audio time."""
+        if self.timestamps and words:
+            await self.send_json({"type": "Timestamps", "words": word_events(words, stretch, offset)})
 
     async def send_json(self, message: dict) -> None:
         if self.websocket.application_state is WebSocketState.CONNECTED:

@@ -19,6 +19,17 @@ from model.codecs.base import FrameCodec
 from model.sampling import SamplingParams
 
 
+@dataclass(frozen=True, slots=True)
+class SpokenWord:
+    """One word of a prompt's text as written, and where the model will speak it: seconds
+    [start, end) of the prompt's audio (the model's own time, before any time-stretch), with
+    0 <= start <= end."""
+
+    word: str
+    start: float
+    end: float
+
+
 @dataclass(slots=True)
 class SpeechPrompt:
     """A prepared prompt: the token ids the backbone prefills into the KV cache, plus optional
@@ -31,6 +42,9 @@ class SpeechPrompt:
     # Separates prefix-cache entries of prompts whose token ids match but whose meaning does not.
     cache_salt: str = ""
     num_text_tokens: int = 0
+    # Every spoken word's place in the audio, in order, when prompt processing fixes it (the
+    # family's front end says so by `word_timestamps`); empty otherwise.
+    words: tuple[SpokenWord, ...] = ()
 
 
 @dataclass(slots=True)
@@ -139,6 +153,10 @@ class PromptFrontend(ABC):
     # (1, 1) for a model without rate control. The API asks the model for the nearest speed in
     # range and time-stretches the rest.
     speed_range: tuple[float, float] = (1.0, 1.0)
+    # Whether `prepare` fills `SpeechPrompt.words` (a model whose prompt processing aligns text
+    # to frames, e.g. through a duration model); models that find their timing while
+    # generating cannot say where a word falls before its audio exists.
+    word_timestamps: bool = False
 
     def model_speed(self, speed: float) -> float:
         low, high = self.speed_range

@@ -9,6 +9,8 @@ from api.deepgram.voices import FEMININE, MASCULINE, UnknownModel, deepgram_voic
 
 
 class Frontend:
+    word_timestamps = False
+
     def __init__(self, name: str, voices: tuple[str, ...]) -> None:
         self.model_name, self.voices = name, voices
 

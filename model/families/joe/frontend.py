@@ -3,6 +3,7 @@ prompt processing of the joe voice family and the first half of its training dat
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 
 import numpy as np
 
@@ -12,7 +13,8 @@ from piper.phoneme_ids import phonemes_to_ids
 from piper.phonemize_espeak import EspeakPhonemizer
 
 from model.families.base import SpeechPrompt
-from model.families.joe.teacher import PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
+from model.families.joe.teacher import HOP_SAMPLES, PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
+from model.families.joe.words import spoken_words
 
 # espeak-ng keeps one global state per process (voice, data dir), so calls are serialized.
 _ESPEAK_LOCK = threading.Lock()
@@ -27,12 +29,25 @@ class Phonemizer:
         with _ESPEAK_LOCK:
             self._espeak = EspeakPhonemizer()
 
-    def sentence_ids(self, text: str) -> list[list[int]]:
+        # Words recur (the, to, your...): each is phonemized alone once per process.
+        self.word_phonemes = lru_cache(maxsize=8192)(self._word_phonemes)
+
+    def sentences(self, text: str) -> list[list[str]]:
+        """The phonemes of each sentence of `text` that has any."""
         with _ESPEAK_LOCK:
             sentences = self._espeak.phonemize(
                 self.config.espeak_voice, text, vowel_clusters=self.config.vowel_clusters
             )
-        return [phonemes_to_ids(p, self.config.phoneme_id_map) for p in sentences if p]
+        return [p for p in sentences if p]
+
+    def ids(self, phonemes: list[str]) -> list[int]:
+        return phonemes_to_ids(phonemes, self.config.phoneme_id_map)
+
+    def sentence_ids(self, text: str) -> list[list[int]]:
+        return [self.ids(p) for p in self.sentences(text)]
+
+    def _word_phonemes(self, word: str) -> tuple[str, ...]:
+        return tuple(p for sentence in self.sentences(word) for p in sentence)
 
 
 def length_scale_for(raw_durations: np.ndarray, target_frames: float) -> float:
@@ -68,14 +83,17 @@ class TeacherFrontend:
         return TeacherOutput.concatenate([self.teacher.run(ids, scales) for ids in sentences])
 
     def run_at_speed(self, text: str, speed: float) -> TeacherOutput:
-        """`run` at length scale 1 / speed, corrected per sentence for the graph's per-phoneme
-        ceil (which alone makes speed 2 only ~1.65x as fast): each sentence gets the length scale
-        whose frame count is closest to its speed-1 count / speed."""
-        sentences = self.phonemizer.sentence_ids(text)
+        """`run` at length scale 1 / speed (see `_run_phonemes`)."""
+        return self._run_phonemes(self.phonemizer.sentences(text), text, speed)
+
+    def _run_phonemes(self, sentences: list[list[str]], text: str, speed: float) -> TeacherOutput:
+        """The sentences' phonemes at length scale 1 / speed, corrected per sentence for the
+        graph's per-phoneme ceil (which alone makes speed 2 only ~1.65x as fast): each sentence
+        gets the length scale whose frame count is closest to its speed-1 count / speed."""
         if not sentences:
             raise ValueError(f"nothing to speak in {text!r}")
         parts = []
-        for ids in sentences:
+        for ids in map(self.phonemizer.ids, sentences):
             part = self.teacher.run(ids, TeacherScales())
             if speed != 1.0:
                 if part.raw_durations is None:
@@ -86,11 +104,16 @@ class TeacherFrontend:
         return TeacherOutput.concatenate(parts)
 
     def speech_prompt(self, text: str, speed: float = 1.0) -> SpeechPrompt:
-        """Phoneme ids as the prompt tokens, the prior [T, 192] as per-frame conditioning."""
-        result = self.run_at_speed(text, speed)
+        """Phoneme ids as the prompt tokens, the prior [T, 192] as per-frame conditioning, and
+        each word's span from the durations."""
+        sentences = self.phonemizer.sentences(text)
+        result = self._run_phonemes(sentences, text, speed)
+        words = spoken_words(text, sentences, result.durations, self.phonemizer.config.phoneme_id_map,
+                             self.phonemizer.word_phonemes, HOP_SAMPLES / self.sample_rate)
         return SpeechPrompt(
             token_ids=result.phoneme_ids.tolist(),
             conditioning=torch.from_numpy(result.prior),
             num_frames=result.num_frames,
             num_text_tokens=int(result.phoneme_ids.size),
+            words=words,
         )

@@ -20,6 +20,7 @@ class JoePromptFrontend(PromptFrontend):
     time-stretch (the API's) can go faster."""
 
     speed_range = (0.5, 2.0)
+    word_timestamps = True  # the duration model places every phoneme (words.py)
 
     def __init__(self, config: StudentConfig, model_name: str = "joe") -> None:
         self.model_name = model_name

@@ -36,6 +36,8 @@ DURATIONS = "/Ceil_output_0"
 RAW_DURATIONS = "/Mul_output_0"
 PRIOR = "/Transpose_3_output_0"
 DECODER_PREFIX = "dec."
+# Audio samples per frame of the prior and latent (the decoder's upsampling: 8 * 8 * 2 * 2).
+HOP_SAMPLES = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +152,7 @@ def onnx_session(path: Path, threads: int = 1) -> onnxruntime.InferenceSession:
 @dataclass(slots=True)
 class TeacherOutput:
     """One utterance, frame-major. Invariant: durations.sum() == T for prior [T, 192] and
-    latent [T, 192], and audio (when computed) has T * 256 samples."""
+    latent [T, 192], and audio (when computed) has T * HOP_SAMPLES samples."""
 
     phoneme_ids: np.ndarray
     durations: np.ndarray
