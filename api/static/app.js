@@ -18,12 +18,17 @@ function body(format) {
   });
 }
 
+// The timestamps the served model can send ("word", or none): live mode asks for them if so.
+let modelTimestamps = [];
+
 async function loadVoices() {
   const response = await fetch("/v1/audio/voices", { headers: headers() });
   if (!response.ok) { $("status").value = "voices: HTTP " + response.status; return; }
   const select = $("voice");
   select.replaceChildren();
-  for (const voice of (await response.json()).data[0].voices) select.add(new Option(voice, voice));
+  const model = (await response.json()).data[0];
+  modelTimestamps = model.timestamps || [];
+  for (const voice of model.voices) select.add(new Option(voice, voice));
 }
 
 // pcm16 little-endian bytes → float samples; an odd trailing byte waits for the next piece.

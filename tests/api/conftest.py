@@ -68,6 +68,20 @@ def server(chorus_cache):
 
 
 @pytest.fixture(scope="session")
+def joe_server(chorus_cache):
+    """A server of the built-in voice (no key), shared by the suites that need real speech."""
+    from tests.voice_packages import require_voice_packages
+
+    require_voice_packages()
+    from engine.config import EngineConfig
+    from model.config import ModelConfig
+
+    config = EngineConfig(model=ModelConfig(model="joe", device="cpu"), mode="inproc")
+    with LiveServer(create_app(config, ApiSettings())) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
 def auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {API_KEY}"}
 

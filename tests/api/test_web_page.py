@@ -73,3 +73,61 @@ def test_page_plays_streamed_audio_and_reports_time_to_first_audio(server, auth,
     while abs((made := audio_seconds_generated(server, auth) - before) - heard) > 0.01 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert heard > 0 and heard == pytest.approx(made, abs=0.01)
+
+
+def value(browser, element_id: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.ID, element_id).get_attribute("value")
+
+
+def test_live_mode_speaks_a_replayed_reply_and_lights_each_word(joe_server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(joe_server.url + "/")
+    wait = WebDriverWait(browser, 120)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#voice option")) > 0)
+    text = "Good morning. Your order ships on Monday, and it arrives by Friday."
+    area = browser.find_element(By.ID, "text")
+    area.clear()
+    area.send_keys(text)
+    browser.find_element(By.ID, "replay").click()
+    wait.until(lambda d: value(d, "live-status") == "flushed" or "error" in value(d, "live-status"))
+    assert value(browser, "live-status") == "flushed"
+    assert int(value(browser, "live-words")) == len(text.split())
+    latency = value(browser, "live-latency")
+    assert latency.endswith(" s") and 0 < float(latency[:-2]) < 30
+    # Every word lights up while its audio plays, and is marked spoken once it has.
+    wait.until(lambda d: int(value(d, "live-spoken")) == len(text.split()))
+    spoken = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#words span.spoken")]
+    assert spoken == text.split()
+
+
+def test_live_mode_stop_clears_the_speech_and_no_audio_follows(joe_server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(joe_server.url + "/")
+    wait = WebDriverWait(browser, 120)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#voice option")) > 0)
+    area = browser.find_element(By.ID, "text")
+    area.clear()
+    area.send_keys(" ".join(["This sentence is one of many that will never all be heard."] * 8))
+    browser.find_element(By.ID, "replay").click()
+    wait.until(lambda d: float(value(d, "live-seconds")) > 0)
+    browser.find_element(By.ID, "stop").click()
+    wait.until(lambda d: value(d, "live-status") == "cleared")
+    heard = float(value(browser, "live-seconds"))
+    time.sleep(1.5)
+    assert value(browser, "live-late") == "0" and float(value(browser, "live-seconds")) == heard
+    deadline = time.monotonic() + 10
+    while joe_server.engine.stats.kv_blocks_used and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert joe_server.engine.stats.kv_blocks_used == 0
+    # Typed text (Enter flushes) speaks on the same connection after the Stop.
+    live = browser.find_element(By.ID, "live-text")
+    live.send_keys("Hello again.")
+    live.send_keys("\n")
+    wait.until(lambda d: value(d, "live-status") == "flushed")
+    assert float(value(browser, "live-seconds")) > heard and value(browser, "live-late") == "0"

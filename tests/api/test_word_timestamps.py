@@ -18,26 +18,14 @@ from tests.voice_packages import require_voice_packages
 require_voice_packages()
 pytest.importorskip("pocketsphinx")
 
-from api.app import create_app  # noqa: E402
-from api.settings import ApiSettings  # noqa: E402
 from benchmarks.asr import Transcriber, normalize_words  # noqa: E402
 from benchmarks.data import eval_sentences  # noqa: E402
-from engine.config import EngineConfig  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
-from tests.api.conftest import LiveServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 MODEL_RATE = 22050
 # pocketsphinx places words on 10 ms frames and is itself unsure by tens of ms at an onset.
 TOLERANCE_SECONDS = 0.1
-
-
-@pytest.fixture(scope="module")
-def joe(chorus_cache):
-    config = EngineConfig(model=ModelConfig(model="joe", device="cpu"), mode="inproc")
-    with LiveServer(create_app(config, ApiSettings())) as live:
-        yield live
 
 
 def speak_with_timestamps(server, text: str, **extra) -> tuple[np.ndarray, list[dict]]:
@@ -90,9 +78,9 @@ def asr_offsets(transcriber: Transcriber, audio: np.ndarray, start: float, words
     return offsets
 
 
-def test_every_eval_word_is_timed_where_pocketsphinx_hears_it(joe):
+def test_every_eval_word_is_timed_where_pocketsphinx_hears_it(joe_server):
     sentences = eval_sentences()
-    audio, words = speak_with_timestamps(joe, " ".join(sentences))  # several segments, joined
+    audio, words = speak_with_timestamps(joe_server, " ".join(sentences))  # several segments, joined
     assert [w["word"] for w in words] == " ".join(sentences).split()
     check_timeline(words, audio.size / MODEL_RATE)
     transcriber = Transcriber()
@@ -114,10 +102,10 @@ def test_every_eval_word_is_timed_where_pocketsphinx_hears_it(joe):
     assert np.median(errors) < 0.04
 
 
-def test_time_stretch_beyond_the_models_speed_scales_the_times(joe):
+def test_time_stretch_beyond_the_models_speed_scales_the_times(joe_server):
     text = "Please hold the line while I check your account."
-    normal_audio, normal = speak_with_timestamps(joe, text)
-    fast_audio, fast = speak_with_timestamps(joe, text, speed=3.0)  # the model speaks at 2, stretched 1.5 more
+    normal_audio, normal = speak_with_timestamps(joe_server, text)
+    fast_audio, fast = speak_with_timestamps(joe_server, text, speed=3.0)  # the model speaks at 2, stretched 1.5 more
     check_timeline(fast, fast_audio.size / MODEL_RATE)
     assert [w["word"] for w in fast] == [w["word"] for w in normal]
     ratio = fast_audio.size / normal_audio.size
@@ -125,12 +113,12 @@ def test_time_stretch_beyond_the_models_speed_scales_the_times(joe):
     assert fast[-1]["end"] == pytest.approx(normal[-1]["end"] * ratio, abs=0.05)
 
 
-def test_socket_sends_words_after_their_audio_in_the_connections_time(joe):
+def test_socket_sends_words_after_their_audio_in_the_connections_time(joe_server):
     turns = ["Good morning, how can I help?", "Your order ships on Monday."]
 
     async def run() -> list:
         frames = []
-        url = f"{joe.url.replace('http', 'ws')}/v1/speak?model=aura-2-thalia-en&timestamps=word&sample_rate=16000"
+        url = f"{joe_server.url.replace('http', 'ws')}/v1/speak?model=aura-2-thalia-en&timestamps=word&sample_rate=16000"
         async with websockets.connect(url) as ws:
             for text in turns:
                 for word in text.split(" "):
