@@ -69,6 +69,9 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
                         help="frames decoded before each chunk for context (default: the codec's own)")
     stream.add_argument("--lookahead-frames", type=int, default=None,
                         help="frames decoded after each chunk for context (default: the codec's own)")
+    stream.add_argument("--first-lookahead-frames", type=int, default=None,
+                        help="the same for a stream's first chunk, whose audio waits for them "
+                             "(default: the codec's own)")
     stream.add_argument("--crossfade-samples", type=int, default=None,
                         help="samples blended across each seam between chunks (default: the codec's own)")
     gpu = parser.add_argument_group("GPU (ignored on the CPU)")

@@ -62,7 +62,7 @@ class EngineCore:
         frames_per_output = codec.sample_rate / codec.samples_per_frame / self.limits.outputs_per_second
         self.admission = Admission(
             config.scheduler, self.step_cost, 1.0 / self.limits.outputs_per_second,
-            math.ceil((streaming.first_chunk_frames + streaming.lookahead_frames) / frames_per_output),
+            math.ceil((streaming.first_chunk_frames + streaming.first_lookahead_frames) / frames_per_output),
         )
 
     # ---- request lifecycle -----------------------------------------------------------------

@@ -43,7 +43,7 @@ class Playback:
 class ChunkPolicy:
     """Chunk sizes from a resolved StreamingConfig. Invariant: a stream's next chunk starts where
     its emitted audio ends and ends at emitted + k * size for the largest k >= 1 that leaves
-    lookahead_frames received frames after it (no chunk while k would be 0), where size is
+    lookahead_frames (first_lookahead_frames for the first chunk) received frames after it (no chunk while k would be 0), where size is
     first_chunk_frames for the first chunk and while the listener is urgent, and otherwise
     chunk_frames (or, growing, the audio emitted so far, between first_chunk_frames and
     chunk_frames)."""
@@ -58,7 +58,7 @@ class ChunkPolicy:
         audio out, `received` frames exist, and `slack` is the listener's (None before the
         stream's first audio)."""
         size = self.chunk_size(emitted, slack)
-        ready = received - self.config.lookahead_frames - emitted
+        ready = received - self.config.lookahead(emitted) - emitted
         if ready < size:
             return None
         return emitted + ready // size * size

@@ -41,6 +41,10 @@ class StreamingConfig:
     left_context_frames: int | None = None
     # Frames after the emitted span included in the window.
     lookahead_frames: int | None = None
+    # The same for a stream's first chunk, whose audio waits for these frames to be generated:
+    # a codec whose output barely depends on its farthest lookahead can start its streams a
+    # step sooner at the price of a tiny error where the first chunk meets the second.
+    first_lookahead_frames: int | None = None
     # Samples decoded past the emitted end and blended into the next chunk's start.
     crossfade_samples: int | None = None
 
@@ -49,7 +53,7 @@ class StreamingConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
-        for name in ("left_context_frames", "lookahead_frames", "crossfade_samples"):
+        for name in ("left_context_frames", "lookahead_frames", "first_lookahead_frames", "crossfade_samples"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
@@ -57,17 +61,28 @@ class StreamingConfig:
             raise ValueError(f"urgent_slack_seconds must be >= 0 (0: never urgent), got {self.urgent_slack_seconds}")
         if self.defer_slack_seconds is not None and self.defer_slack_seconds < 0:
             raise ValueError(f"defer_slack_seconds must be >= 0, got {self.defer_slack_seconds}")
-        if self.crossfade_samples and self.lookahead_frames == 0:
-            raise ValueError("a crossfade needs lookahead_frames >= 1 to decode past the chunk end")
+        if self.crossfade_samples and 0 in (self.lookahead_frames, self.first_lookahead_frames):
+            raise ValueError("a crossfade needs lookahead_frames and first_lookahead_frames >= 1 to decode "
+                             "past the chunk end")
+        if None not in (self.lookahead_frames, self.first_lookahead_frames) and \
+                self.first_lookahead_frames > self.lookahead_frames:
+            raise ValueError(f"first_lookahead_frames ({self.first_lookahead_frames}) must not exceed "
+                             f"lookahead_frames ({self.lookahead_frames})")
 
     @property
     def is_resolved(self) -> bool:
         return all(getattr(self, field.name) is not None for field in fields(self))
 
+    def lookahead(self, emitted: int) -> int:
+        """The lookahead of the window after `emitted` frames of audio (the first one's, or the rest's)."""
+        return self.lookahead_frames if emitted else self.first_lookahead_frames
+
     def resolve(self, hints: WindowHints) -> StreamingConfig:
         """This config with every None field taken from the codec's `hints`: fully concrete, and
         validated as a whole."""
         values = {field.name: getattr(self, field.name) for field in fields(self)}
-        return StreamingConfig(**{
-            name: getattr(hints, name) if value is None else value for name, value in values.items()
-        })
+        resolved = {name: getattr(hints, name) if value is None else value for name, value in values.items()}
+        if self.lookahead_frames is not None and self.first_lookahead_frames is None:
+            # A lookahead chosen here, not the codec's, holds for the first chunk too.
+            resolved["first_lookahead_frames"] = self.lookahead_frames
+        return StreamingConfig(**resolved)

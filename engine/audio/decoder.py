@@ -250,7 +250,7 @@ class StreamingDecoder:
         end = self.policy.chunk_end(stream.emitted, stream.received, self._playback(stream).slack(now))
         if end is None:
             return None
-        return _Window(stream_id, first, stream.emitted, end, end + self.config.lookahead_frames, False)
+        return _Window(stream_id, first, stream.emitted, end, end + self.config.lookahead(stream.emitted), False)
 
     def _playback(self, stream: _Stream) -> Playback:
         return Playback(stream.playback_start, stream.emitted * self._frame_seconds,

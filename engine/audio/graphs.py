@@ -28,7 +28,7 @@ def steady_window_lengths(config: StreamingConfig) -> list[int]:
     last window and a lagging codec's multi-chunk windows have other lengths: those run eagerly."""
     ahead, left = config.lookahead_frames, config.left_context_frames
     later = ChunkPolicy(config).later_chunk_sizes()
-    return sorted({config.first_chunk_frames + ahead, *(left + size + ahead for size in later)})
+    return sorted({config.first_chunk_frames + config.first_lookahead_frames, *(left + size + ahead for size in later)})
 
 
 class WindowGraphs:

@@ -29,6 +29,7 @@ class WindowHints:
     # drops ~50x (measured in tests/engine/audio/test_decoder.py), for 85 ms more before the
     # first audio.
     lookahead_frames: int = 2
+    first_lookahead_frames: int = 2
     crossfade_samples: int = 256
 
 

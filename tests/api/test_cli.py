@@ -45,11 +45,12 @@ def test_streaming_flags_set_one_field_each_and_default_to_the_codec():
     assert engine_config_from_args(parser.parse_args([])).streaming == StreamingConfig()
     config = engine_config_from_args(parser.parse_args([
         "--first-chunk-frames", "2", "--chunk-frames", "16", "--urgent-slack-seconds", "0", "--grow-chunks",
-        "--left-context-frames", "5", "--lookahead-frames", "3", "--crossfade-samples", "64",
+        "--left-context-frames", "5", "--lookahead-frames", "3", "--first-lookahead-frames", "2", "--crossfade-samples", "64",
         "--defer-slack-seconds", "0.5",
     ]))
     assert config.streaming == StreamingConfig(first_chunk_frames=2, chunk_frames=16, urgent_slack_seconds=0.0,
                                                grow_chunks=True, left_context_frames=5, lookahead_frames=3,
+                                               first_lookahead_frames=2,
                                                crossfade_samples=64, defer_slack_seconds=0.5)
     assert engine_config_from_args(parser.parse_args(["--no-grow-chunks"])).streaming.grow_chunks is False
     with pytest.raises(ValueError, match="0: never urgent"):

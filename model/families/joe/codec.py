@@ -48,6 +48,11 @@ class JoeFrameCodec(FrameCodec):
         urgent_slack_seconds=0.12,
         left_context_frames=10,
         lookahead_frames=10,
+        # The first audio waits for its lookahead to be generated: 8 frames make it 16 = two of
+        # the student's 8-frame steps instead of three, and cost a seam error of at most 1.8e-3
+        # (median 7e-4; 6 frames: 1.1e-2) where the first chunk meets the second, over 15 eval
+        # sentences with the served decoder (audio peak ~0.33).
+        first_lookahead_frames=8,
         crossfade_samples=0,
     )
 

@@ -12,7 +12,8 @@ from engine.audio.chunking import ChunkPolicy, listener_slack
 from engine.audio.config import StreamingConfig
 
 FIXED = StreamingConfig(first_chunk_frames=2, chunk_frames=4, urgent_slack_seconds=0, grow_chunks=False,
-                        left_context_frames=3, lookahead_frames=1, crossfade_samples=0, defer_slack_seconds=math.inf)
+                        left_context_frames=3, lookahead_frames=1, first_lookahead_frames=1, crossfade_samples=0,
+                        defer_slack_seconds=math.inf)
 
 
 def policy(**changes) -> ChunkPolicy:
@@ -30,6 +31,14 @@ def test_the_first_chunk_waits_for_first_chunk_frames_plus_lookahead():
     assert chunks.chunk_end(emitted=0, received=2, slack=None) is None
     assert chunks.chunk_end(emitted=0, received=3, slack=None) == 2
     assert chunks.chunk_end(emitted=0, received=8, slack=None) == 6  # every whole chunk that is ready
+
+
+def test_the_first_chunk_may_look_less_far_ahead_than_the_rest():
+    chunks = policy(lookahead_frames=3, first_lookahead_frames=1)
+    assert chunks.chunk_end(emitted=0, received=2, slack=None) is None
+    assert chunks.chunk_end(emitted=0, received=3, slack=None) == 2  # 2 + 1 frames, not 2 + 3
+    assert chunks.chunk_end(emitted=2, received=8, slack=1.0) is None  # later chunks: 4 + 3
+    assert chunks.chunk_end(emitted=2, received=9, slack=1.0) == 6
 
 
 def test_steady_chunks_take_whole_multiples_of_chunk_frames():

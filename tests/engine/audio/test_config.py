@@ -11,7 +11,8 @@ from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.codec import JoeFrameCodec
 
 HINTS = WindowHints(first_chunk_frames=8, chunk_frames=128, urgent_slack_seconds=0.12, grow_chunks=True,
-                    left_context_frames=10, lookahead_frames=10, crossfade_samples=0, defer_slack_seconds=1.0)
+                    left_context_frames=10, lookahead_frames=10, first_lookahead_frames=8, crossfade_samples=0,
+                    defer_slack_seconds=1.0)
 
 
 def test_every_field_left_to_the_codec_takes_its_hint():
@@ -28,6 +29,13 @@ def test_given_fields_win_over_the_hints():
     assert StreamingConfig(lookahead_frames=0, crossfade_samples=0).resolve(WindowHints()).lookahead_frames == 0
 
 
+def test_a_lookahead_given_holds_for_the_first_chunk_unless_it_is_given_too():
+    assert StreamingConfig().resolve(HINTS).first_lookahead_frames == 8  # joe's: one step sooner
+    assert StreamingConfig(lookahead_frames=6).resolve(HINTS).first_lookahead_frames == 6
+    resolved = StreamingConfig(lookahead_frames=6, first_lookahead_frames=4).resolve(HINTS)
+    assert (resolved.lookahead(0), resolved.lookahead(8)) == (4, 6)
+
+
 def test_resolving_a_resolved_config_changes_nothing():
     resolved = StreamingConfig(chunk_frames=6).resolve(WindowHints())
     assert resolved.resolve(HINTS) == resolved
@@ -37,7 +45,8 @@ def test_the_codecs_own_hints():
     # The defaults were tuned for SNAC; joe's codec streams long growing chunks with wide context.
     assert StreamingConfig().resolve(FrameCodec.window_hints) == StreamingConfig(
         first_chunk_frames=1, chunk_frames=4, urgent_slack_seconds=0.5, grow_chunks=False,
-        left_context_frames=3, lookahead_frames=2, crossfade_samples=256, defer_slack_seconds=1.0)
+        left_context_frames=3, lookahead_frames=2, first_lookahead_frames=2, crossfade_samples=256,
+        defer_slack_seconds=1.0)
     assert JoeFrameCodec.window_hints == HINTS
 
 
@@ -50,6 +59,9 @@ def test_the_codecs_own_hints():
     (dict(urgent_slack_seconds=-1.0), "urgent_slack_seconds must be >= 0"),
     (dict(defer_slack_seconds=-0.5), "defer_slack_seconds must be >= 0"),
     (dict(lookahead_frames=0, crossfade_samples=64), "a crossfade needs lookahead_frames"),
+    (dict(first_lookahead_frames=0, crossfade_samples=64), "first_lookahead_frames >= 1"),
+    (dict(first_lookahead_frames=-1), "first_lookahead_frames must be >= 0"),
+    (dict(lookahead_frames=2, first_lookahead_frames=3), "must not exceed lookahead_frames"),
 ])
 def test_invalid_fields_are_refused_when_given(given, message):
     with pytest.raises(ValueError, match=message):

@@ -16,7 +16,8 @@ from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.codec import JoeFrameCodec
 
 CONFIG = StreamingConfig(urgent_slack_seconds=0, first_chunk_frames=1, chunk_frames=4, grow_chunks=False,
-                         left_context_frames=3, lookahead_frames=2, crossfade_samples=0, defer_slack_seconds=math.inf)
+                         left_context_frames=3, lookahead_frames=2, first_lookahead_frames=2, crossfade_samples=0,
+                         defer_slack_seconds=math.inf)
 
 
 def frames(batch: int, n: int, seed: int) -> Tensor:
@@ -27,8 +28,8 @@ def test_steady_lengths_cover_the_first_and_the_full_context_chunks():
     assert steady_window_lengths(CONFIG) == [1 + 2, 3 + 4 + 2]
     # SNAC's own: urgent single frames too.
     assert steady_window_lengths(StreamingConfig().resolve(WindowHints())) == [3, 3 + 1 + 2, 3 + 4 + 2]
-    # joe: 8, 8, 16, 32, 64, 128-frame chunks with 10 frames of context each side.
-    assert steady_window_lengths(StreamingConfig().resolve(JoeFrameCodec.window_hints)) == [18, 28, 36, 52, 84, 148]
+    # joe: 8, 8, 16, 32, 64, 128-frame chunks with 10 frames of context each side (8 after the first).
+    assert steady_window_lengths(StreamingConfig().resolve(JoeFrameCodec.window_hints)) == [16, 28, 36, 52, 84, 148]
 
 
 @pytest.mark.parametrize("batch", [1, 3, 4])

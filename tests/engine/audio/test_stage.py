@@ -83,7 +83,8 @@ def run_rounds(stage: AudioStage, lengths: dict[str, int], rounds: int) -> dict[
 LENGTHS = {"a": 3, "b": 11, "c": 17, "d": 1}
 # Fixed chunking (no wall-clock urgency), so the direct and deferred runs cut the same windows.
 CONFIG = StreamingConfig(first_chunk_frames=1, chunk_frames=3, left_context_frames=2,
-                         lookahead_frames=1, crossfade_samples=4, urgent_slack_seconds=0, grow_chunks=False,
+                         lookahead_frames=1, first_lookahead_frames=1, crossfade_samples=4, urgent_slack_seconds=0,
+                         grow_chunks=False,
                          defer_slack_seconds=math.inf)
 
 

@@ -1,8 +1,9 @@
 """The HiFi-GAN port against the voice's own ONNX decoder sub-graph, and streamed decode.
 
 Measured: on teacher z the port matches onnxruntime to max |Δ| ≈ 2e-6 (audio peak ≈ 0.5);
-asserted < 1e-4. Streaming with joe's window hints matches whole decode to ≈ 2e-6; asserted < 1e-4,
-for the HiFi-GAN and for the distilled iSTFT decoder the engine serves with.
+asserted < 1e-4. Streaming with joe's window hints matches whole decode to ≈ 2e-6 after the first
+chunk (asserted < 1e-4) and within 2e-3 in it (its shorter lookahead), for the HiFi-GAN and for
+the distilled iSTFT decoder the engine serves with.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from model.families.joe.codec import OnnxFrameCodec, TorchFrameCodec, load_joe_c
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, TeacherScales, open_session
 
 PARITY = 1e-4
+# Measured over 15 eval sentences: at most 1.8e-3 (median 7e-4) with first_lookahead_frames 8.
+FIRST_CHUNK_SEAM = 3e-3
 
 
 @pytest.fixture(scope="module")
@@ -101,11 +104,15 @@ def test_batched_streaming_equals_whole_decode(name, latents):
             pieces[i].append(chunk.pcm)
     assert decoder.num_streams == 0
     assert max(counting.batches) == 2  # equal-length windows of both streams in one call
+    hints = codec.window_hints
+    first = hints.first_chunk_frames * codec.samples_per_frame
     for i, z in enumerate(latents):
         whole = codec.decode(z[None])[0].numpy()
         streamed = np.concatenate(pieces[i])
         assert streamed.shape == whole.shape
-        assert np.abs(streamed - whole).max() < PARITY
+        # The first chunk looks 8 frames ahead, not 10: off by at most ~2e-3 at its end.
+        assert np.abs(streamed[:first] - whole[:first]).max() < FIRST_CHUNK_SEAM
+        assert np.abs(streamed[first:] - whole[first:]).max() < PARITY
 
 
 def test_unknown_codec_is_refused():
