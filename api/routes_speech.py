@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import AsyncIterator
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse
 
@@ -14,7 +14,8 @@ from api.audio.pipeline import AudioPipeline
 from api.errors import ApiError
 from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
-from api.speech import encoded_audio, outcome_of, retry_after_seconds, start_speech
+from api.speech import (CLIENT_CLOSED_REQUEST, ClientGone, encoded_audio, outcome_of, retry_after_seconds,
+                        start_speech, unless_client_leaves)
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from api.word_timeline import word_events
 from engine.errors import EngineDeadError, RequestRejected
@@ -46,10 +47,13 @@ async def create_speech(body: SpeechRequest, request: Request):
     state = request.app.state
     arrived = time.monotonic()
     try:
-        synthesis, pipeline = await _start(body, state)
+        synthesis, pipeline = await unless_client_leaves(request, _start(body, state))
     except ApiError as exc:
         state.metrics.count_request(outcome_of(exc.status))
         raise
+    except ClientGone:
+        state.metrics.count_request("disconnected")
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     audio = encoded_audio(synthesis, pipeline, state.metrics, arrived)
     if body.stream_format == "sse":
         return EventSourceResponse(_events(audio, synthesis, pipeline if body.timestamps == "word" else None),

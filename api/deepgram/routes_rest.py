@@ -5,7 +5,7 @@ import math
 import time
 import uuid
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from api.audio.pipeline import AudioPipeline
@@ -14,7 +14,8 @@ from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidA
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
 from api.planning import NothingToSpeak
 from api.schemas import MAX_INPUT_CHARS
-from api.speech import encoded_audio, outcome_of, retry_after_seconds, start_speech
+from api.speech import (CLIENT_CLOSED_REQUEST, ClientGone, encoded_audio, outcome_of, retry_after_seconds,
+                        start_speech, unless_client_leaves)
 from engine.errors import EngineDeadError, RequestRejected
 
 router = APIRouter()
@@ -38,12 +39,15 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
     try:
         text, voice, choice, speed_value = await _validated(request, state, model, encoding, container, sample_rate, speed)
         try:
-            synthesis, model_speed = await start_speech(state, text, voice, speed_value, None)
+            synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value, None))
         except (RequestRejected, NothingToSpeak, EngineDeadError) as exc:
             raise _as_deepgram_error(exc, state.settings.retry_after_seconds) from exc
     except DeepgramError as exc:
         state.metrics.count_request(outcome_of(exc.status))
         return exc.response(request_id)
+    except ClientGone:
+        state.metrics.count_request("disconnected")
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     pipeline = AudioPipeline(choice.response_format, state.engine.sample_rate, choice.sample_rate,
                              speed_value / model_speed)
     headers = {"dg-request-id": request_id, "dg-model-name": model, "dg-model-uuid": model_uuid(model),
