@@ -1,6 +1,8 @@
 """The HTTP app: the engine's lifespan, the OpenAI-compatible routes, metrics and the web page."""
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +27,9 @@ from engine.client import EngineClient
 from engine.config import EngineConfig
 
 STATIC_DIR = Path(__file__).parent / "static"
+logger = logging.getLogger("chorus.api")
+# `chorus serve` exits with this when the engine core kept dying (app.state.exit_code).
+EXIT_ENGINE_FAILED = 3
 
 
 def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> FastAPI:
@@ -36,14 +41,17 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
         app.state.early_refusal = EarlyRefusal(admission_on=config.scheduler.max_queue_delay is not None)
-        app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused)
+        app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused,
+                                       lambda: client.restarts)
         await client.start()
+        give_up = asyncio.create_task(_exit_when_the_engine_gives_up(app, client))
         try:
             async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
                 # Token budgets and the splitting of long inputs follow the limits the engine enforces.
                 app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
                 yield
         finally:
+            give_up.cancel()
             await client.close()
 
     app = FastAPI(title="Chorus", summary="OpenAI-compatible streaming speech synthesis", lifespan=lifespan)
@@ -65,3 +73,15 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app
+
+
+async def _exit_when_the_engine_gives_up(app: FastAPI, client: EngineClient) -> None:
+    """A core that keeps dying is beyond this process: `chorus serve` (which sets
+    `app.state.request_shutdown`) shuts the server down and exits non-zero, for an outside
+    supervisor to act on; embedded elsewhere, /health stays 503 with the reason."""
+    await client.gave_up.wait()
+    logger.critical("the engine core cannot be kept running: %s", client.failure)
+    app.state.exit_code = EXIT_ENGINE_FAILED
+    shutdown = getattr(app.state, "request_shutdown", None)
+    if shutdown is not None:
+        shutdown()

@@ -72,8 +72,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     app = create_app(engine_config_from_args(args),
                      ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
-    return 0
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info"))
+    app.state.request_shutdown = lambda: setattr(server, "should_exit", True)
+    server.run()
+    return getattr(app.state, "exit_code", 0)
 
 
 def _add_prompt_args(parser: argparse.ArgumentParser) -> None:

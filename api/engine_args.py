@@ -84,6 +84,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     gpu.add_argument("--fused-ops", action="store_true", help="Triton-fused RMSNorm + residual and SiLU-and-multiply")
     parser.add_argument("--engine-mode", choices=("process", "inproc"), default="process")
     parser.add_argument("--num-threads", type=int, default=None, help="torch threads of the engine core")
+    parser.add_argument("--max-core-restarts", type=int, default=5,
+                        help="restarts of a dead engine core allowed within --restart-window-seconds; one "
+                             "more death and the server exits non-zero (0: never restart)")
+    parser.add_argument("--restart-window-seconds", type=float, default=300.0)
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
@@ -120,4 +124,6 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
                       fused_ops=args.fused_ops),
         mode=args.engine_mode,
         num_threads=args.num_threads,
+        max_core_restarts=args.max_core_restarts,
+        restart_window_seconds=args.restart_window_seconds,
     )

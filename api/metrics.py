@@ -24,9 +24,11 @@ PROMPT_KINDS = ("first", "later")
 class EngineStatsCollector(Collector):
     """Reads the engine's latest stats snapshot at scrape time, so values never go stale."""
 
-    def __init__(self, read_stats: Callable[[], EngineStats], read_refused_early: Callable[[], int]) -> None:
+    def __init__(self, read_stats: Callable[[], EngineStats], read_refused_early: Callable[[], int],
+                 read_restarts: Callable[[], int]) -> None:
         self._read_stats = read_stats
         self._read_refused_early = read_refused_early
+        self._read_restarts = read_restarts
 
     def collect(self) -> Iterator:
         stats = self._read_stats()
@@ -69,6 +71,8 @@ class EngineStatsCollector(Collector):
         for reason, count in sorted(stats.finished_by_reason.items()):
             finished.add_metric([reason], count)
         yield finished
+        yield CounterMetricFamily("chorus_engine_core_restarts", "Engine core processes started again after one died",
+                                  value=self._read_restarts())
 
 
 class PromptPoolMetrics:
@@ -98,7 +102,8 @@ class ApiMetrics:
     """The app's registry. Invariant: every speech request is counted exactly once, under one
     outcome of OUTCOMES."""
 
-    def __init__(self, read_stats: Callable[[], EngineStats], read_refused_early: Callable[[], int] = lambda: 0) -> None:
+    def __init__(self, read_stats: Callable[[], EngineStats], read_refused_early: Callable[[], int] = lambda: 0,
+                 read_restarts: Callable[[], int] = lambda: 0) -> None:
         self.registry = CollectorRegistry()
         self.time_to_first_audio = Histogram(
             "chorus_time_to_first_audio_seconds",
@@ -112,7 +117,7 @@ class ApiMetrics:
         for outcome in OUTCOMES:
             self._requests.labels(outcome)
         self.prompts = PromptPoolMetrics(self.registry)
-        self.registry.register(EngineStatsCollector(read_stats, read_refused_early))
+        self.registry.register(EngineStatsCollector(read_stats, read_refused_early, read_restarts))
 
     def count_request(self, outcome: str) -> None:
         if outcome not in OUTCOMES:

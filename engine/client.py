@@ -4,7 +4,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import signal
 import threading
+import time
 import uuid
 from queue import Queue
 from typing import AsyncIterator, Callable
@@ -15,6 +17,7 @@ from engine.core_loop import CORE_THREAD_NAME, core_process_main, queue_receiver
 from engine.errors import EngineDeadError, RequestRejected
 from engine.messages import AbortRequest, AddRequest, CoreFailed, CoreReady, Rejected, Shutdown, StatsUpdate
 from engine.outputs import AudioChunk, EngineLimits, EngineStats
+from engine.restart_policy import RestartPolicy
 from model.families.base import PromptFrontend, SpeechPrompt
 from model.loader import load_frontend
 from model.sampling import SamplingParams
@@ -26,6 +29,8 @@ class EngineClient:
     """Prepares prompts in this process and talks to the engine core (a child process, or a
     thread in `inproc` mode). Invariant: each open request has one queue that receives its chunks
     in order and ends with a finished chunk or an exception; leaving `synthesize` early aborts it.
+    A core process that dies after it was ready ends every open request with EngineDeadError at
+    once and is started again (`restart_policy`); when the policy gives up, `gave_up` is set.
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -44,6 +49,11 @@ class EngineClient:
         self._process: multiprocessing.process.BaseProcess | None = None
         self._threads: list[threading.Thread] = []
         self._closing = False
+        self.restart_policy = RestartPolicy(config.max_core_restarts, config.restart_window_seconds)
+        self.restarts = 0  # core processes started again after a death
+        self.failure: str | None = None  # why the core last died, until it is ready again
+        self.gave_up = asyncio.Event()
+        self._restarting: asyncio.Task | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -63,6 +73,9 @@ class EngineClient:
 
     async def close(self) -> None:
         self._closing = True
+        if self._restarting is not None:
+            self._restarting.cancel()
+            await asyncio.gather(self._restarting, return_exceptions=True)
         if self._send is not None and not self._dead:
             self._post(Shutdown())
         for thread in self._threads:
@@ -81,6 +94,16 @@ class EngineClient:
     @property
     def is_ready(self) -> bool:
         return self._ready.is_set() and not self._dead
+
+    @property
+    def status(self) -> str:
+        """"ready", "starting" (the first start), "restarting" (after a death), or "failed"
+        (the restart policy gave up)."""
+        if self.gave_up.is_set():
+            return "failed"
+        if self.failure is not None:
+            return "restarting"
+        return "ready" if self.is_ready else "starting"
 
     @property
     def core_pid(self) -> int | None:
@@ -162,10 +185,47 @@ class EngineClient:
                 self.stats = message.stats
                 self._ready.set()
             elif isinstance(message, CoreFailed):
-                self._dead = message.message
-                for queue in self._queues.values():
-                    queue.put_nowait(EngineDeadError("the engine core stopped; see the server log"))
-                self._ready.set()
+                self._on_core_failed(message.message)
+
+    def _on_core_failed(self, reason: str) -> None:
+        """Ends every open request with EngineDeadError; a core process that had been ready is
+        started again by the restart policy (a first start that fails is `start`'s to report)."""
+        was_ready = self._ready.is_set() and not self._dead
+        self._dead = reason
+        for queue in self._queues.values():
+            queue.put_nowait(EngineDeadError("the engine core stopped; see the server log"))
+        self._ready.set()
+        if self._closing or self._process is None or (not was_ready and self._restarting is None):
+            return
+        logger.error("engine core died: %s", reason)
+        self.failure = reason
+        if self._restarting is None:
+            self._restarting = asyncio.ensure_future(self._restart())
+
+    async def _restart(self) -> None:
+        """Starts the core again after the policy's delay, until one is ready or it gives up."""
+        try:
+            while not self._closing:
+                delay = self.restart_policy.next_delay(time.monotonic())
+                if delay is None:
+                    logger.critical("engine core died %d times within %.0f s; giving up",
+                                    self.restart_policy.max_restarts + 1, self.restart_policy.window_seconds)
+                    self.gave_up.set()
+                    return
+                logger.warning("restarting the engine core in %.1f s", delay)
+                await asyncio.sleep(delay)
+                self._ready.clear()
+                self._dead = None
+                self._start_process()
+                self.restarts += 1
+                await self._ready.wait()
+                if not self._dead:
+                    logger.info("engine core ready again (restart %d)", self.restarts)
+                    self.failure = None
+                    return
+                logger.error("engine core restart failed: %s", self._dead)
+        finally:
+            self._restarting = None
 
     def _deliver_threadsafe(self, messages: list) -> None:
         assert self._loop is not None
@@ -196,19 +256,32 @@ class EngineClient:
         child.close()
         self._send = parent.send
         reader = threading.Thread(
-            target=self._read_pipe, args=(parent,), name="chorus-engine-reader", daemon=True
+            target=self._read_pipe, args=(parent, self._process), name="chorus-engine-reader", daemon=True
         )
         reader.start()
         self._threads.append(reader)
 
-    def _read_pipe(self, conn) -> None:
+    def _read_pipe(self, conn, process: multiprocessing.process.BaseProcess) -> None:
         while True:
             try:
                 messages = conn.recv()
             except (EOFError, OSError):
-                if not self._dead and not self._closing:
-                    self._deliver_threadsafe([CoreFailed("the engine core process exited")])
+                if not self._closing:
+                    process.join(5)  # reaped, and its exit code known
+                    self._deliver_threadsafe([CoreFailed(f"the engine core process (pid {process.pid}) "
+                                                         f"{_exit_description(process.exitcode)}")])
                 return
             self._deliver_threadsafe(messages)
             if any(isinstance(m, CoreFailed) for m in messages):
                 return
+
+
+def _exit_description(code: int | None) -> str:
+    if code is None:
+        return "closed its pipe and is still running"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

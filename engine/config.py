@@ -29,6 +29,11 @@ class EngineConfig:
     # process needs the rest to encode audio, and oversubscribed OpenMP threads spin against each
     # other: measured 15x slower steps on a busy 2-core machine); on a GPU, torch's default.
     num_threads: int | None = None
+    # A core process that dies is started again (after 0.5 s, doubling up to 10 s) at most this
+    # many times within `restart_window_seconds`; one more death and the server gives up (exits
+    # non-zero, for systemd, Kubernetes or Ray to act). 0: never restart.
+    max_core_restarts: int = 5
+    restart_window_seconds: float = 300.0
 
     def core_threads(self) -> int | None:
         if self.num_threads is not None or self.model.torch_device.type != "cpu":
