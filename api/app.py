@@ -54,7 +54,10 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
             give_up.cancel()
             await client.close()
 
-    app = FastAPI(title="Chorus", summary="OpenAI-compatible streaming speech synthesis", lifespan=lifespan)
+    # NOTE: FastAPI's /docs and /redoc pages load their JavaScript from a CDN (broken offline, and
+    # an outside dependency of every page view): off unless asked for; /openapi.json stays.
+    docs = {} if settings.enable_docs else {"docs_url": None, "redoc_url": None}
+    app = FastAPI(title="Chorus", summary="OpenAI-compatible streaming speech synthesis", lifespan=lifespan, **docs)
     app.state.settings = settings
     app.state.started_at = int(time.time())
     install_error_handlers(app)
@@ -71,7 +74,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     # The middleware added last runs first: the size limit guards every route, then auth
     # checks the key on the protected ones.
     app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       timeout_seconds=settings.body_timeout_seconds)
     return app
 
 

@@ -16,13 +16,16 @@ PROTECTED_PREFIXES = ("/v1/", "/metrics")
 OPEN_PATHS = ("/v1/audio/voices", "/v1/audio/models")
 # Deepgram's routes answer a refusal in Deepgram's error shape.
 DEEPGRAM_PREFIX = "/v1/speak"
-AUTH_SCHEMES = ("Bearer", "Token")
+AUTH_SCHEMES = ("bearer", "token")
 
 
 def key_matches(authorization: str | None, api_key: str) -> bool:
-    """Whether an Authorization header value carries `api_key` (either scheme)."""
-    presented = (authorization or "").encode()
-    return any(hmac.compare_digest(presented, f"{scheme} {api_key}".encode()) for scheme in AUTH_SCHEMES)
+    """Whether an Authorization header value carries `api_key` under either scheme (whose name
+    HTTP makes case-insensitive: `bearer KEY` is `Bearer KEY`; the key itself is not)."""
+    scheme, _, presented = (authorization or "").strip().partition(" ")
+    # NOTE: compared in constant time whatever the scheme, so a wrong scheme takes as long.
+    matches = hmac.compare_digest(presented.strip().encode(), api_key.encode())
+    return matches and scheme.lower() in AUTH_SCHEMES
 
 
 class BearerKeyMiddleware:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
+from api.http_protocol import DEFAULT_HEAD_TIMEOUT_SECONDS, with_head_timeout
 from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
@@ -71,8 +72,10 @@ def _serve(args: argparse.Namespace) -> int:
     from api.app import create_app
 
     app = create_app(engine_config_from_args(args),
-                     ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers))
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info"))
+                     ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
+                                 enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds))
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
+                                           http=with_head_timeout(args.head_timeout_seconds)))
     app.state.request_shutdown = lambda: setattr(server, "should_exit", True)
     server.run()
     return getattr(app.state, "exit_code", 0)
@@ -108,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("CHORUS_API_KEY"),
         help="require 'Authorization: Bearer KEY' on /v1 and /metrics (default: $CHORUS_API_KEY)",
     )
+    serve.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
+                       help="close a connection whose request line and headers take longer than this")
+    serve.add_argument("--body-timeout-seconds", type=float, default=ApiSettings().body_timeout_seconds,
+                       help="answer 408 to a request whose body takes longer than this to arrive")
+    serve.add_argument("--enable-docs", action="store_true",
+                       help="serve FastAPI's /docs and /redoc pages (they load JavaScript from a CDN)")
     _add_prompt_args(serve)
     add_engine_args(serve)
     # NOTE: bench and profile hand every further flag to benchmarks/ (see `chorus bench --help`).

@@ -32,11 +32,13 @@ class SpeechRequest(BaseModel):
     voice: str | VoiceRef
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
     response_format: ResponseFormat = "mp3"
-    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    # Numbers must be JSON numbers: strict, so "1.5" and true are refused rather than coerced,
+    # and a finite one (Python's JSON reader takes NaN and Infinity).
+    speed: float = Field(default=1.0, ge=0.25, le=4.0, strict=True, allow_inf_nan=False)
     stream_format: Literal["audio", "sse"] = "audio"
     # Extensions (not in OpenAI's API): output sample rate, and a seed for reproducible audio.
-    sample_rate: int | None = Field(default=None, ge=8000, le=48000)
-    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    sample_rate: int | None = Field(default=None, ge=8000, le=48000, strict=True)
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
     # "word": `speech.audio.timestamps` events among the deltas (stream_format "sse" only).
     timestamps: Literal["none", "word"] = "none"
 

@@ -22,6 +22,8 @@ class ApiSettings:
 
     api_key: str | None = None
     max_body_bytes: int = 64 * 1024
+    # A request body must arrive within this long (64 KiB in 30 s: 2 KiB/s), or it is a 408.
+    body_timeout_seconds: float = 30.0
     default_sample_rate: int = 24000
     audio_seconds_per_char: float = 0.25
     min_audio_seconds: float = 2.0
@@ -33,12 +35,16 @@ class ApiSettings:
     max_segment_chars: int = 1000
     # NOTE: 2 on the 2-core machine: the README's "Prompt preparation" paragraph has the measurement.
     prompt_workers: int = 2
+    # FastAPI's /docs and /redoc pages (their JavaScript comes from a CDN).
+    enable_docs: bool = False
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
             raise ValueError("api_key must be None (no auth) or a non-empty string")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+        if not self.body_timeout_seconds > 0:
+            raise ValueError(f"body_timeout_seconds must be > 0, got {self.body_timeout_seconds}")
         if not 8000 <= self.default_sample_rate <= 48000:
             raise ValueError(f"default_sample_rate must be in [8000, 48000], got {self.default_sample_rate}")
         if not self.audio_seconds_per_char > 0 or not self.min_audio_seconds >= 0:

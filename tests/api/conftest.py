@@ -22,12 +22,13 @@ FAST_SETTINGS = dict(audio_seconds_per_char=0.05, min_audio_seconds=0.5)
 class LiveServer:
     """A uvicorn server on its own thread and event loop; `url` is its base URL."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, **uvicorn_config) -> None:
         self.app = app
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
+                                                     **uvicorn_config))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
 
     def __enter__(self) -> "LiveServer":

@@ -1,6 +1,7 @@
 """Every error case, one test each, in OpenAI's error shape."""
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -46,10 +47,26 @@ def assert_error(response: httpx.Response, status: int, param: str | None, code:
         ({"voice": 3}, "voice"),
         ({"sample_rate": 7999}, "sample_rate"),
         ({"temperature": 0.5}, "temperature"),
+        # A number is a JSON number: strings and booleans are not coerced.
+        ({"speed": "1.5"}, "speed"),
+        ({"speed": True}, "speed"),
+        ({"sample_rate": "24000"}, "sample_rate"),
+        ({"sample_rate": 24000.5}, "sample_rate"),
+        ({"seed": "7"}, "seed"),
     ],
 )
 def test_invalid_parameter_is_400_naming_it(busy_server, change, param):
     assert_error(post(busy_server, speech_body(**change)), 400, param, "invalid_value")
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_speed_is_named_as_such(busy_server, literal):
+    # Python's JSON reader (and so the server's) takes these literals; the error says what is wrong.
+    raw = json.dumps(speech_body(speed=1.0)).replace('"speed": 1.0', f'"speed": {literal}')
+    response = httpx.post(f"{busy_server.url}/v1/audio/speech", content=raw,
+                          headers={"Content-Type": "application/json"}, timeout=60)
+    error = assert_error(response, 400, "speed", "invalid_value")
+    assert "finite" in error["message"]
 
 
 def test_missing_required_parameter_is_400_naming_it(busy_server):
@@ -134,5 +151,20 @@ def test_missing_api_key_is_401_and_health_stays_open(server):
     assert_error(post(server, speech_body()), 401, None, "invalid_api_key")
     assert_error(httpx.get(f"{server.url}/v1/models"), 401, None, "invalid_api_key")
     assert_error(post(server, speech_body(), headers={"Authorization": "Bearer wrong"}), 401, None, "invalid_api_key")
+    assert_error(post(server, speech_body(), headers={"Authorization": "Basic test-key"}), 401, None, "invalid_api_key")
     assert httpx.get(f"{server.url}/health").status_code == 200
     assert httpx.get(f"{server.url}/ready").status_code == 200
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "Token", "token"])
+def test_the_auth_scheme_is_case_insensitive(server, scheme):
+    # HTTP makes the scheme name case-insensitive (RFC 9110); the key itself is compared exactly.
+    response = httpx.get(f"{server.url}/v1/models", headers={"Authorization": f"{scheme} test-key"})
+    assert response.status_code == 200
+    assert httpx.get(f"{server.url}/v1/models", headers={"Authorization": f"{scheme} TEST-KEY"}).status_code == 401
+
+
+def test_docs_pages_that_load_a_cdn_are_off_and_the_openapi_description_stays(server):
+    assert httpx.get(f"{server.url}/docs").status_code == 404
+    assert httpx.get(f"{server.url}/redoc").status_code == 404
+    assert httpx.get(f"{server.url}/openapi.json").json()["info"]["title"] == "Chorus"
