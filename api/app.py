@@ -17,6 +17,7 @@ from api.deepgram import socket as deepgram_socket
 from api.auth import BearerKeyMiddleware
 from api.body_limit import BodySizeLimitMiddleware
 from api.catalog import Catalog
+from api.draining import Drain
 from api.early_refusal import EarlyRefusal
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
@@ -41,6 +42,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
         app.state.early_refusal = EarlyRefusal(admission_on=config.scheduler.max_queue_delay is not None)
+        app.state.drain = Drain()
         app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused,
                                        lambda: client.restarts)
         await client.start()

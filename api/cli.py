@@ -15,6 +15,7 @@ import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
 from api.http_protocol import DEFAULT_HEAD_TIMEOUT_SECONDS, with_head_timeout
+from api.server import DEFAULT_DRAIN_TIMEOUT_SECONDS
 from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
@@ -70,12 +71,14 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.server import DrainingServer
 
     app = create_app(engine_config_from_args(args),
                      ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
                                  enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds))
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
-                                           http=with_head_timeout(args.head_timeout_seconds)))
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
+                            http=with_head_timeout(args.head_timeout_seconds))
+    server = DrainingServer(config, app, args.drain_timeout)
     app.state.request_shutdown = lambda: setattr(server, "should_exit", True)
     server.run()
     return getattr(app.state, "exit_code", 0)
@@ -115,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="close a connection whose request line and headers take longer than this")
     serve.add_argument("--body-timeout-seconds", type=float, default=ApiSettings().body_timeout_seconds,
                        help="answer 408 to a request whose body takes longer than this to arrive")
+    serve.add_argument("--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT_SECONDS,
+                       help="on SIGTERM, seconds to let speeches in flight finish before ending them")
     serve.add_argument("--enable-docs", action="store_true",
                        help="serve FastAPI's /docs and /redoc pages (they load JavaScript from a CDN)")
     _add_prompt_args(serve)

@@ -24,6 +24,8 @@ async def ready(request: Request) -> JSONResponse:
     engine = request.app.state.engine
     if engine.failure is not None:
         return JSONResponse(_down(engine), status_code=503)
+    if request.app.state.drain.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
     if not engine.is_ready:
         return JSONResponse({"status": "starting"}, status_code=503)
     return JSONResponse({"status": "ready", "model": engine.frontend.model_name})

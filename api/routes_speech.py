@@ -11,6 +11,7 @@ from sse_starlette import EventSourceResponse
 from api import sse
 from api.audio.encoders import MEDIA_TYPES, default_rate, supported_rates
 from api.audio.pipeline import AudioPipeline
+from api.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
 from api.errors import ApiError
 from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
@@ -54,8 +55,10 @@ async def create_speech(body: SpeechRequest, request: Request):
     except ClientGone:
         state.metrics.count_request("disconnected")
         return Response(status_code=CLIENT_CLOSED_REQUEST)
-    audio = encoded_audio(synthesis, pipeline, state.metrics, arrived)
+    audio = encoded_audio(synthesis, pipeline, state.metrics, arrived, state.drain)
     if body.stream_format == "sse":
+        # NOTE: sse-starlette cancels its streams when the server begins to exit; the drain
+        # (api/draining.py) has already let them finish or ended them with an error by then.
         return EventSourceResponse(_events(audio, synthesis, pipeline if body.timestamps == "word" else None),
                                    headers={"Cache-Control": "no-cache"})
     return StreamingResponse(audio, media_type=MEDIA_TYPES[body.response_format], headers={"Cache-Control": "no-cache"})
@@ -99,6 +102,8 @@ def _check_word_timestamps(body: SpeechRequest, catalog) -> None:
 
 
 def _as_api_error(exc: BaseException, retry_after: int) -> ApiError | None:
+    if isinstance(exc, ShuttingDown):
+        return ApiError(503, str(exc), "shutting_down", headers={"Retry-After": str(DRAIN_RETRY_AFTER_SECONDS)})
     if isinstance(exc, RequestRejected):
         if exc.code in ("queue_full", "overloaded"):
             seconds = retry_after_seconds(exc, retry_after)

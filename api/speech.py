@@ -9,6 +9,7 @@ from typing import AsyncIterator, Awaitable, TypeVar
 from starlette.requests import Request
 
 from api.audio.pipeline import AudioPipeline
+from api.draining import Drain
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.errors import EngineDeadError, RequestRejected
 
@@ -60,11 +61,13 @@ def outcome_of(status: int) -> str:
 
 async def start_speech(state, text: str, voice: str, speed: float, seed: int | None) -> tuple[SegmentedSynthesis, float]:
     """Plans `text` and starts its synthesis: returns it, with its first audio on the way, and the
-    speed the model speaks at (the pipeline stretches the rest of `speed`). Raises what stopped
-    its first segment (RequestRejected, VoiceNotFoundError, NothingToSpeak, EngineDeadError);
+    speed the model speaks at (the pipeline stretches the rest of `speed`). Raises ShuttingDown
+    during a shutdown drain, or what stopped its first segment (RequestRejected,
+    VoiceNotFoundError, NothingToSpeak, EngineDeadError);
     nothing is left running then. A full engine refuses it before its text is prepared
     (api/early_refusal.py)."""
     engine = state.engine
+    state.drain.check()
     state.early_refusal.check(engine.stats)
     # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
     model_speed = engine.frontend.model_speed(speed)
@@ -81,23 +84,25 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
 
 
 async def encoded_audio(synthesis: SegmentedSynthesis, pipeline: AudioPipeline, metrics,
-                        arrived: float) -> AsyncIterator[bytes]:
+                        arrived: float, drain: Drain) -> AsyncIterator[bytes]:
     """A response body: the synthesis's audio through `pipeline`. Encoding runs on a worker
     thread so the event loop (and with it every other stream) never waits on a codec. Ends the
-    synthesis however the body ends (a client that leaves aborts its engine requests)."""
+    synthesis however the body ends (a client that leaves aborts its engine requests); a
+    shutdown drain waits for it while it runs."""
     outcome = "disconnected"
     first = True
     try:
-        async for pcm in synthesis.pcm():
-            data = await asyncio.to_thread(pipeline.process, pcm)
-            if data:
-                if first:
-                    metrics.time_to_first_audio.observe(time.monotonic() - arrived)
-                    first = False
-                yield data
-        tail = await asyncio.to_thread(pipeline.finish)
-        if tail:
-            yield tail
+        with drain.track(synthesis):
+            async for pcm in synthesis.pcm():
+                data = await asyncio.to_thread(pipeline.process, pcm)
+                if data:
+                    if first:
+                        metrics.time_to_first_audio.observe(time.monotonic() - arrived)
+                        first = False
+                    yield data
+            tail = await asyncio.to_thread(pipeline.finish)
+            if tail:
+                yield tail
         outcome = "completed"
     except (SynthesisFailed, EngineDeadError):
         outcome = "error"

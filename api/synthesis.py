@@ -125,6 +125,14 @@ class SegmentedSynthesis:
         self.position += samples.size
         return samples
 
+    def fail(self, reason: str) -> None:
+        """Ends the speech with SynthesisFailed(reason) after the audio already queued, and
+        aborts its engine requests (a shutdown whose drain ran out of time)."""
+        for queue in self._queues:
+            queue.put_nowait(SynthesisFailed(reason))
+        for task in self._tasks:
+            task.cancel()
+
     def close(self) -> None:
         """Cancels the open requests' tasks (each aborts its engine request as it unwinds) and the
         preparations still pending."""

@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from api.audio.pipeline import AudioPipeline
 from api.deepgram.errors import DeepgramError
+from api.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
 from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidAudioQuery, audio_choice
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
 from api.planning import NothingToSpeak
@@ -40,7 +41,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
         text, voice, choice, speed_value = await _validated(request, state, model, encoding, container, sample_rate, speed)
         try:
             synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value, None))
-        except (RequestRejected, NothingToSpeak, EngineDeadError) as exc:
+        except (RequestRejected, NothingToSpeak, EngineDeadError, ShuttingDown) as exc:
             raise _as_deepgram_error(exc, state.settings.retry_after_seconds) from exc
     except DeepgramError as exc:
         state.metrics.count_request(outcome_of(exc.status))
@@ -52,7 +53,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
                              speed_value / model_speed)
     headers = {"dg-request-id": request_id, "dg-model-name": model, "dg-model-uuid": model_uuid(model),
                "dg-char-count": str(len(text)), "Cache-Control": "no-cache"}
-    return StreamingResponse(encoded_audio(synthesis, pipeline, state.metrics, arrived),
+    return StreamingResponse(encoded_audio(synthesis, pipeline, state.metrics, arrived, state.drain),
                              media_type=choice.media_type, headers=headers)
 
 
@@ -96,6 +97,8 @@ def _as_deepgram_error(exc: Exception, retry_after: int) -> DeepgramError:
         return DeepgramError(429, "TOO_MANY_REQUESTS", f"The server is busy: {exc}", {"Retry-After": str(seconds)})
     if isinstance(exc, EngineDeadError):
         return DeepgramError(503, "ENGINE_DEAD", "The engine has stopped; see the server log")
+    if isinstance(exc, ShuttingDown):
+        return DeepgramError(503, "SHUTTING_DOWN", str(exc), {"Retry-After": str(DRAIN_RETRY_AFTER_SECONDS)})
     return DeepgramError(400, "INVALID_TEXT", f"The text cannot be spoken: {exc}")
 
 

@@ -28,6 +28,7 @@ from api.deepgram.errors import DeepgramError, error_message, warning_message
 from api.deepgram.formats import DEFAULT_SOCKET_ENCODING, SOCKET_ENCODINGS, AudioChoice, InvalidAudioQuery, audio_choice
 from api.deepgram.routes_rest import model_uuid, parse_speed
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
+from api.draining import ShuttingDown
 from api.planning import NothingToSpeak, SpeechSegments
 from api.schemas import MAX_INPUT_CHARS
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
@@ -130,7 +131,8 @@ class Turn:
                 if previous is not None:
                     await asyncio.wait([previous])
                 if refused is None:
-                    await self._send_audio(synthesis)
+                    with state.drain.track(synthesis):
+                        await self._send_audio(synthesis)
                 outcome = refused or "completed"
             except (SynthesisFailed, EngineDeadError) as exc:
                 outcome = "error"
@@ -173,10 +175,14 @@ class Turn:
         request outcome ("rejected": overload, "invalid": nothing to speak)."""
         state = self.session.state
         try:
+            state.drain.check()
             state.early_refusal.check(state.engine.stats)
             with state.early_refusal.start():
                 await synthesis.start()
             return None
+        except ShuttingDown as exc:
+            await self.session.send_json(error_message("SHUTTING_DOWN", f"The turn's text was not spoken: {exc}"))
+            return "unavailable"
         except RequestRejected as exc:
             overloaded = exc.code in ("overloaded", "queue_full")
             await self.session.send_json(error_message("TOO_MANY_REQUESTS" if overloaded else exc.code.upper(),
