@@ -46,6 +46,22 @@ class SpeechPrompt:
     # family's front end says so by `word_timestamps`); empty otherwise.
     words: tuple[SpokenWord, ...] = ()
 
+    # NOTE: a prompt crosses to the engine core through a multiprocessing pipe, whose pickler
+    # would move a tensor into a /dev/shm segment held open by both processes until both copies
+    # die (the API process kept ~100 such files after an abort storm); as an array it is plain
+    # bytes in the message.
+    def __getstate__(self) -> dict:
+        state = {name: getattr(self, name) for name in self.__slots__}
+        if state["conditioning"] is not None:
+            state["conditioning"] = state["conditioning"].detach().cpu().numpy()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        if self.conditioning is not None:
+            self.conditioning = torch.from_numpy(self.conditioning)
+
 
 @dataclass(slots=True)
 class FrameUpdate:
