@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
-from api.http_protocol import DEFAULT_HEAD_TIMEOUT_SECONDS, with_head_timeout
+from api.http_protocol import DEFAULT_HEAD_TIMEOUT_SECONDS, bounded_h11
 from api.server import DEFAULT_DRAIN_TIMEOUT_SECONDS
 from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
@@ -77,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
                      ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
                                  enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
-                            http=with_head_timeout(args.head_timeout_seconds))
+                            http=bounded_h11(args.head_timeout_seconds))
     server = DrainingServer(config, app, args.drain_timeout)
     app.state.request_shutdown = lambda: setattr(server, "should_exit", True)
     server.run()

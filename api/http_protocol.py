@@ -1,28 +1,43 @@
-"""uvicorn's HTTP/1.1 protocol (h11) with a deadline on every request head.
+"""uvicorn's HTTP/1.1 protocol (h11) with bounds on what a slow client can hold.
 
-uvicorn bounds an idle keep-alive connection but not one that sends its request line and
-headers a byte at a time: each such connection holds a socket and a protocol object for as long
-as its client likes (slowloris). This closes a connection whose head is not complete within
-`head_timeout` seconds of the connection opening, or of the previous response ending.
+- uvicorn bounds an idle keep-alive connection but not one that sends its request line and
+  headers a byte at a time: each such connection holds a socket and a protocol object for as
+  long as its client likes (slowloris). A connection whose head is not complete within
+  `head_timeout` seconds of the connection opening, or of the previous response ending, is closed.
+- Linux grows a connection's send buffer to megabytes (tcp_wmem), and asyncio buffers 64 KiB
+  more before it pauses a writer, so a client that reads slowly has seconds to minutes of audio
+  parked in front of it, beyond the reach of the synthesis's backpressure (api/backpressure.py),
+  which also sees such a client's progress only in steps of that size. The kernel buffer is
+  capped at `send_buffer_bytes` (the kernel doubles it) and asyncio's at the same: 32 KiB of
+  each, about 1.4 s of 24 kHz pcm in all.
 """
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 DEFAULT_HEAD_TIMEOUT_SECONDS = 10.0
+DEFAULT_SEND_BUFFER_BYTES = 32 * 1024
 
 
-class H11WithHeadTimeout(H11Protocol):
+class BoundedH11Protocol(H11Protocol):
     """Invariant: while the connection waits for a request head (h11's IDLE state on the client
-    side), a timer runs that closes it after `head_timeout` seconds; any complete head stops it."""
+    side), a timer runs that closes it after `head_timeout` seconds; any complete head stops it.
+    The connection's kernel send buffer is at most `send_buffer_bytes` (doubled by the kernel),
+    and its transport pauses the response's writer above that many bytes."""
 
     head_timeout = DEFAULT_HEAD_TIMEOUT_SECONDS
+    send_buffer_bytes = DEFAULT_SEND_BUFFER_BYTES
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+        transport.set_write_buffer_limits(high=self.send_buffer_bytes, low=self.send_buffer_bytes // 4)
         self._head_timer: asyncio.TimerHandle | None = None
         self._arm_head_timer()
 
@@ -56,8 +71,10 @@ class H11WithHeadTimeout(H11Protocol):
             self.transport.close()
 
 
-def with_head_timeout(seconds: float) -> type[H11WithHeadTimeout]:
-    """The protocol class (for uvicorn's `http=`) with its head deadline set to `seconds`."""
-    if not seconds > 0:
-        raise ValueError(f"the head timeout must be > 0 seconds, got {seconds}")
-    return type("H11WithHeadTimeout", (H11WithHeadTimeout,), {"head_timeout": seconds})
+def bounded_h11(head_timeout: float = DEFAULT_HEAD_TIMEOUT_SECONDS,
+                send_buffer_bytes: int = DEFAULT_SEND_BUFFER_BYTES) -> type[BoundedH11Protocol]:
+    """The protocol class (for uvicorn's `http=`) with these bounds."""
+    if not head_timeout > 0 or send_buffer_bytes < 4096:
+        raise ValueError("the head timeout must be > 0 s and the send buffer >= 4096 bytes")
+    return type("BoundedH11Protocol", (BoundedH11Protocol,),
+                {"head_timeout": head_timeout, "send_buffer_bytes": send_buffer_bytes})

@@ -35,6 +35,11 @@ class ApiSettings:
     max_segment_chars: int = 1000
     # NOTE: 2 on the 2-core machine: the README's "Prompt preparation" paragraph has the measurement.
     prompt_workers: int = 2
+    # Backpressure (api/backpressure.py): an engine request pauses while more than this much of
+    # its audio waits for a client that does not read, and a client that then takes nothing for
+    # `stalled_client_seconds` is disconnected.
+    client_backlog_seconds: float = 10.0
+    stalled_client_seconds: float = 30.0
     # FastAPI's /docs and /redoc pages (their JavaScript comes from a CDN).
     enable_docs: bool = False
 
@@ -43,6 +48,8 @@ class ApiSettings:
             raise ValueError("api_key must be None (no auth) or a non-empty string")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+        if not self.client_backlog_seconds > 0 or not self.stalled_client_seconds > 0:
+            raise ValueError("client_backlog_seconds and stalled_client_seconds must be > 0")
         if not self.body_timeout_seconds > 0:
             raise ValueError(f"body_timeout_seconds must be > 0, got {self.body_timeout_seconds}")
         if not 8000 <= self.default_sample_rate <= 48000:

@@ -73,7 +73,9 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
     model_speed = engine.frontend.model_speed(speed)
     params = engine.frontend.default_sampling().replace(seed=seed)
     segments = state.planner.plan(text, voice, model_speed, params)
-    synthesis = SegmentedSynthesis(engine, segments, voice, model_speed)
+    settings = state.settings
+    synthesis = SegmentedSynthesis(engine, segments, voice, model_speed, settings.client_backlog_seconds,
+                                   settings.stalled_client_seconds)
     with state.early_refusal.start():
         try:
             await synthesis.start()

@@ -3,6 +3,7 @@ audio stream, the next segment's request running ahead of the current one's end.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 from typing import AsyncIterator, Protocol
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from engine.client import EngineClient
 from engine.errors import EngineDeadError
+from api.backpressure import ClientBacklog
 from api.word_timeline import WordTimeline
 from engine.outputs import AudioChunk
 from model.families.base import SpeechPrompt, SpokenWord
@@ -66,11 +68,15 @@ class SegmentedSynthesis:
     streamed, and the next, whose prompt is taken from `segments` once the current one starts
     streaming); segments after the first go to the engine as continuations; `close` aborts what
     is open and drops preparations still pending; `words` holds each segment's words placed where
-    its audio begins in what `pcm` yields (`position` samples so far). Errors that stop segment 0 before any audio
-    (nothing to speak, unknown voice, full queue) surface from `start`, so the caller can still
-    answer with a status."""
+    its audio begins in what `pcm` yields (`position` samples so far); each engine request is
+    paused while more than `backlog_seconds` of its audio waits for the consumer, and the
+    consumer is cancelled when it takes nothing for `stall_seconds` of such a pause
+    (api/backpressure.py). Errors that stop segment 0 before any audio (nothing to speak,
+    unknown voice, full queue) surface from `start`, so the caller can still answer with a
+    status."""
 
-    def __init__(self, client: EngineClient, segments: SegmentSource, voice: str, speed: float = 1.0) -> None:
+    def __init__(self, client: EngineClient, segments: SegmentSource, voice: str, speed: float = 1.0,
+                 backlog_seconds: float = 10.0, stall_seconds: float = 30.0) -> None:
         self._client = client
         self._segments = segments
         self._voice = voice
@@ -86,6 +92,8 @@ class SegmentedSynthesis:
         self.position = 0
         self.words = WordTimeline(self.sample_rate)
         self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
+        self._backlog = ClientBacklog(client, self.sample_rate, backlog_seconds, stall_seconds, self._stalled)
+        self._consumer: asyncio.Task | None = None  # the task iterating `pcm`
         self._fade = np.sin(np.linspace(0.0, np.pi / 2, max(1, int(JOIN_FADE_SECONDS * self.sample_rate)))) ** 2
 
     async def start(self) -> None:
@@ -95,6 +103,7 @@ class SegmentedSynthesis:
 
     async def pcm(self) -> AsyncIterator[np.ndarray]:
         """Float32 PCM at the model's rate, the segments joined with short fades."""
+        self._consumer = asyncio.current_task()
         held = np.zeros(0, dtype=np.float32)
         index, item = 0, self._first
         while item is not _NO_MORE:
@@ -138,6 +147,7 @@ class SegmentedSynthesis:
         preparations still pending."""
         for task in self._tasks:
             task.cancel()
+        self._backlog.close()
         self._segments.close()
 
     async def _segment_chunks(self, index: int, chunk: AudioChunk) -> AsyncIterator[AudioChunk]:
@@ -154,6 +164,8 @@ class SegmentedSynthesis:
     async def _next_item(self, index: int):
         """Segment `index`'s next chunk, or _NO_MORE when there is no such segment."""
         item = await self._queues[index].get()
+        if isinstance(item, AudioChunk):
+            self._backlog.taken(item.request_id, item.pcm.size)
         if isinstance(item, BaseException):
             if index == 0 or isinstance(item, EngineDeadError):
                 raise item
@@ -162,6 +174,12 @@ class SegmentedSynthesis:
             self.usage.input_tokens += item.metrics.prompt_tokens
             self.usage.output_tokens += item.metrics.output_tokens
         return item
+
+    def _stalled(self) -> None:
+        """The consumer took nothing while a request was paused for its backlog: end it (its
+        response's task is cancelled, which aborts the engine requests as it unwinds)."""
+        if self._consumer is not None and not self._consumer.done():
+            self._consumer.cancel()
 
     def _open_next(self) -> None:
         queue: asyncio.Queue = asyncio.Queue()
@@ -176,9 +194,15 @@ class SegmentedSynthesis:
                 queue.put_nowait(_NO_MORE)
                 return
             self._segment_words[index] = segment.prompt.words
-            async for chunk in self._client.synthesize(segment.text, self._voice, segment.params, speed=self._speed,
-                                                       prompt=segment.prompt, continuation=index > 0,
-                                                       outputs_after=self._segments.outputs_after()):
-                queue.put_nowait(chunk)
+            request_id = uuid.uuid4().hex
+            try:
+                async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,
+                                                           request_id=request_id, speed=self._speed,
+                                                           prompt=segment.prompt, continuation=index > 0,
+                                                           outputs_after=self._segments.outputs_after()):
+                    queue.put_nowait(chunk)
+                    self._backlog.added(request_id, chunk.pcm.size)
+            finally:
+                self._backlog.ended(request_id)
         except Exception as exc:  # handed to the consumer, which raises it in order
             queue.put_nowait(exc)

@@ -139,10 +139,11 @@ class EngineCore:
             self._refused.append((request.request_id, exc))
 
     def _committed(self, now: float) -> list[StreamOutlook]:
-        """Every admitted stream still generating, as admission projects it."""
+        """Every admitted stream still generating, as admission projects it (not the paused:
+        their clients are behind, and they take no step until those catch up)."""
         return [
             self.admission.outlook(r, self.audio.playback(r.request_id), now)
-            for r in self.requests.values() if r.finish_reason is None
+            for r in self.requests.values() if r.finish_reason is None and not r.seq.paused
         ]
 
     def abort_request(self, request_id: str) -> None:
@@ -158,9 +159,19 @@ class EngineCore:
         request.finish_reason = request.finish_reason or "abort"
         self._aborted.append(request_id)
 
+    def set_paused(self, request_id: str, paused: bool) -> None:
+        """Backpressure from the API: a paused request keeps its blocks and its place but takes
+        no step (its audio already made still leaves) until resumed; unknown ids: no-op."""
+        request = self.requests.get(request_id)
+        if request is not None:
+            request.seq.paused = paused
+
     @property
     def has_work(self) -> bool:
-        return bool(self.requests or self.admission.queue)
+        # NOTE: paused requests alone are no work: the loop then waits for a command instead of
+        # spinning through empty steps.
+        return bool(self.admission.queue or self._aborted
+                    or any(not r.seq.paused or r.finish_reason is not None for r in self.requests.values()))
 
     # ---- one step --------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ import torch
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.errors import RequestRejected
-from engine.messages import AbortRequest, AddRequest, CoreFailed, CoreReady, Rejected, Shutdown, StatsUpdate
+from engine.messages import (AbortRequest, AddRequest, CoreFailed, CoreReady, PauseRequest, Rejected, Shutdown,
+                             StatsUpdate)
 
 logger = logging.getLogger("chorus.engine")
 
@@ -63,6 +64,9 @@ class CoreLoop:
     def _handle(self, command) -> list:
         if isinstance(command, AbortRequest):
             self.core.abort_request(command.request_id)
+            return []
+        if isinstance(command, PauseRequest):
+            self.core.set_paused(command.request_id, command.paused)
             return []
         if isinstance(command, AddRequest):
             try:

@@ -27,6 +27,14 @@ class AbortRequest:
 
 
 @dataclass(slots=True)
+class PauseRequest:
+    """Backpressure: `paused` stops the request's generation (its blocks kept), False resumes it."""
+
+    request_id: str
+    paused: bool
+
+
+@dataclass(slots=True)
 class Shutdown:
     pass
 

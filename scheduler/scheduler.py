@@ -95,7 +95,8 @@ class Scheduler:
         scheduled: set[int] = set()
         # NOTE: decoding streams first, then prompts already admitted and still prefilling, so a
         # prefill chunk can never take the token a running stream needs to stay real-time.
-        by_deadline = sorted(self.running, key=lambda s: s.deadline)  # stable: ties by admission
+        # stable: ties by admission; a paused stream (its client behind) takes no step at all
+        by_deadline = sorted((s for s in self.running if not s.paused), key=lambda s: s.deadline)
         decoding = [s for s in by_deadline if not s.is_prefilling]
         prefilling = [s for s in by_deadline if s.is_prefilling]
         skipping = self._far_ahead(decoding, now)

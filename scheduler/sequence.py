@@ -44,6 +44,9 @@ class Sequence:
     # its first audio the deadline for that. The engine sets it after every step; the scheduler
     # serves the earliest first. inf: no deadline known (it goes after every stream that has one).
     deadline: float = math.inf
+    # Its client has fallen too far behind the audio already made (backpressure): it keeps its
+    # blocks but takes no step until it is resumed.
+    paused: bool = False
 
     @property
     def num_tokens(self) -> int:

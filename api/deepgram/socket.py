@@ -122,7 +122,8 @@ class Turn:
         """The turn's audio after the turn before it, then its Flushed: also when its synthesis
         failed (the client is told with an Error), so that a Flush is always answered."""
         session, state = self.session, self.session.state
-        synthesis = SegmentedSynthesis(state.engine, self.segments, session.voice, self.model_speed)
+        synthesis = SegmentedSynthesis(state.engine, self.segments, session.voice, self.model_speed,
+                                       state.settings.client_backlog_seconds, state.settings.stalled_client_seconds)
         outcome = "disconnected"
         try:
             try:

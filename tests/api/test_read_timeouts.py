@@ -9,7 +9,7 @@ import time
 import pytest
 
 from api.app import create_app
-from api.http_protocol import with_head_timeout
+from api.http_protocol import bounded_h11
 from api.settings import ApiSettings
 from model.tiny_random import ensure_tiny_random
 from tests.api.conftest import FAST_SETTINGS, LiveServer, speech_body
@@ -22,7 +22,7 @@ TIMEOUT = 0.5
 def strict_server(chorus_cache):
     app = create_app(engine_config(str(ensure_tiny_random())),
                      ApiSettings(body_timeout_seconds=TIMEOUT, **FAST_SETTINGS))
-    with LiveServer(app, http=with_head_timeout(TIMEOUT)) as live:
+    with LiveServer(app, http=bounded_h11(TIMEOUT)) as live:
         yield live
 
 

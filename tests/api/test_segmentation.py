@@ -162,7 +162,11 @@ class FakeEngine:
         self.starts: list[tuple[str, int, bool]] = []
         self.outputs_after: list[int] = []
 
-    async def synthesize(self, text, voice, params, speed=1.0, prompt=None, continuation=False, outputs_after=0):
+    def pause(self, request_id: str, paused: bool) -> None:
+        self.events.append(("pause" if paused else "resume", request_id))
+
+    async def synthesize(self, text, voice, params, request_id=None, speed=1.0, prompt=None, continuation=False,
+                         outputs_after=0):
         self.events.append(("start", text))
         self.outputs_after.append(outputs_after)
         self.starts.append((text, len(self.frontend.prepared) if self.frontend else 0, continuation))
@@ -172,7 +176,7 @@ class FakeEngine:
                 last = i == self.frames - 1
                 metrics = RequestMetrics(prompt_tokens=5, output_tokens=7 * self.frames) if last else None
                 value = float(re.findall(r"\d+", text)[-1]) if re.search(r"\d", text) else 1.0
-                yield AudioChunk(text, np.full(self.samples, value, np.float32), self.sample_rate, last,
+                yield AudioChunk(request_id or text, np.full(self.samples, value, np.float32), self.sample_rate, last,
                                  "length" if last else None, metrics=metrics)
             self.events.append(("finish", text))
         finally:

@@ -188,6 +188,17 @@ def test_decoding_streams_go_earliest_deadline_first():
     assert [ch.seq.request_id for ch in sim.step(now=0.0).chunks] == ["s0", "s1", "s2"]  # ties: admission order
 
 
+def test_a_paused_stream_takes_no_step_even_alone_and_keeps_its_blocks():
+    sim, (paused, other) = decoding_sim(2, skip_slack_seconds=2.0)
+    paused.paused = True
+    assert list(chunk_sizes(sim.step(now=0.0))) == ["s1"]
+    sim.scheduler.abort("s1")
+    assert sim.step(now=0.0).chunks == []  # alone, and still no step: its client is behind
+    assert sim.scheduler.kv.num_used_blocks > 0 and paused.status is SequenceStatus.RUNNING
+    paused.paused = False
+    assert list(chunk_sizes(sim.step(now=0.0))) == ["s0"]
+
+
 def test_a_stream_far_ahead_sits_out_steps_others_need():
     sim, (ahead, behind, unknown) = decoding_sim(3, skip_slack_seconds=2.0)
     ahead.deadline, behind.deadline = 10.0 + 2.5, 10.0 + 0.5  # unknown keeps inf: no listener to outrun
