@@ -61,6 +61,18 @@ class ServerProcess:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def signal(self, signum: int) -> None:
+        """Sends `signum` to the server process alone (its children get what it passes on)."""
+        self._process.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        """Waits for the server to exit by itself; returns its exit code."""
+        return self._process.wait(timeout)
+
     def _wait_ready(self) -> None:
         import httpx
 

@@ -1,0 +1,25 @@
+"""`python -m benchmarks.reliability --quick` end to end against `chorus serve --model joe`: a
+storm of abandoned requests, a killed core, a short soak and a drain, with every figure written."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.reliability import main
+from tests.voice_packages import require_voice_packages
+
+require_voice_packages()
+
+
+@pytest.mark.slow  # two `chorus serve --model joe` starts and about 40 s of load
+def test_quick_reliability_run(tmp_path, chorus_cache):
+    report = main(["--quick", "--out", str(tmp_path)])
+    written = json.loads(next(tmp_path.glob("reliability-*.json")).read_text())
+    assert written["storm"]["requests"] == report["storm"]["requests"] == 50
+    assert "| storm (32 at a time" in next(tmp_path.glob("reliability-*.md")).read_text()
+    # The behaviours, not the timings (those are the benchmark's to report).
+    assert report["storm"]["kv_blocks_after"] == 0
+    assert report["core_kill"]["told_with"] == "error" and report["core_kill"]["ready_again_s"] < 120
+    assert report["soak"]["requests"] > 0 and report["soak"]["errors"] == 0
+    assert report["drain"] == {**report["drain"], "sse": "complete", "chunked": "complete", "exit_code": 0}
