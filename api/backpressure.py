@@ -8,7 +8,8 @@ with more than `limit_seconds` of audio waiting is paused (it keeps its KV block
 step) until half of that has been taken. Each request is judged by its own queue: the next
 segment, which runs ahead of the one playing, stops `limit_seconds` ahead, while the one the
 client is reading is never paused for audio queued behind it. A client that takes nothing for
-`stall_seconds` while a request is paused is given up on. (The buffers in front of the client
+`stall_seconds` while a request is paused (checked every `stall_seconds`: so after one to two
+times that) is given up on. (The buffers in front of the client
 are bounded separately: api/http_protocol.py.)
 """
 from __future__ import annotations
@@ -25,11 +26,11 @@ logger = logging.getLogger("chorus.api")
 class ClientBacklog:
     """The audio of one speech's engine requests made but not yet taken by its client.
     Invariant: a request is paused exactly while its waiting audio, having passed
-    `limit_seconds`, has not yet fallen below half of it; `on_stall` runs at most once, when
-    `stall_seconds` pass with a request paused and nothing taken."""
+    `limit_seconds`, has not yet fallen below half of it; while any is paused, `on_stall` is
+    asked each time `stall_seconds` pass with nothing taken, until it acts (returns True)."""
 
     def __init__(self, client: EngineClient, sample_rate: int, limit_seconds: float, stall_seconds: float,
-                 on_stall: Callable[[], None]) -> None:
+                 on_stall: Callable[[], bool]) -> None:
         self._client = client
         self._limit = round(limit_seconds * sample_rate)
         self._stall_seconds = stall_seconds
@@ -74,8 +75,7 @@ class ClientBacklog:
         self._timer = None
         if not self._paused:
             return
-        if self._taken != taken:  # the client still reads, slowly: keep watching
-            self._watch()
+        if self._taken == taken and self._on_stall():
+            logger.info("a client took no audio for %.0f s of backpressure; gave up on it", self._stall_seconds)
             return
-        logger.info("a client took no audio for %.0f s of backpressure; giving up on it", self._stall_seconds)
-        self._on_stall()
+        self._watch()  # the client still reads, slowly (or is not its turn yet): keep watching

@@ -2,15 +2,14 @@
 finish within a deadline, and ends those still running with an error before it exits.
 
 `chorus serve` begins the drain from its signal handler (api/server.py); the routes ask
-`check` before they start a speech and `track` each one while its audio flows.
+`check` before they start a speech and `register` each one they start, from its first segment's
+preparation until it is closed (a speak-socket turn waiting for the one before it counts too).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from contextlib import contextmanager
-from typing import Iterator
 
 from api.synthesis import SegmentedSynthesis
 
@@ -25,9 +24,10 @@ class ShuttingDown(Exception):
 
 class Drain:
     """Invariant: once `begin` has run, `draining` stays True and `check` refuses; every speech
-    `track`ed is in `active` until its response ends; `until_done` returns once `active` is
-    empty or its deadline passed, and then every speech still active has been failed (its
-    client gets an error, not a cut stream)."""
+    `register`ed is in `active` until it is closed; `until_done` returns once `active` is empty
+    or its deadline passed, and then every speech still active has been failed: its queued
+    audio dropped and an error put in its place, which its client reads next (one whose client
+    does not read is cut when the server closes its connections)."""
 
     def __init__(self) -> None:
         self.draining = False
@@ -44,14 +44,13 @@ class Drain:
         if self.draining:
             raise ShuttingDown("The server is shutting down; retry on another server or shortly")
 
-    @contextmanager
-    def track(self, synthesis: SegmentedSynthesis) -> Iterator[None]:
+    def register(self, synthesis: SegmentedSynthesis) -> None:
         self.active.add(synthesis)
-        try:
-            yield
-        finally:
-            self.active.discard(synthesis)
-            self._changed.set()
+        synthesis.on_close.append(lambda: self._ended(synthesis))
+
+    def _ended(self, synthesis: SegmentedSynthesis) -> None:
+        self.active.discard(synthesis)
+        self._changed.set()
 
     async def until_done(self, timeout: float) -> int:
         """Waits for the speeches in flight to end, at most `timeout` seconds; fails those

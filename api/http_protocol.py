@@ -8,8 +8,8 @@
   more before it pauses a writer, so a client that reads slowly has seconds to minutes of audio
   parked in front of it, beyond the reach of the synthesis's backpressure (api/backpressure.py),
   which also sees such a client's progress only in steps of that size. The kernel buffer is
-  capped at `send_buffer_bytes` (the kernel doubles it) and asyncio's at the same: 32 KiB of
-  each, about 1.4 s of 24 kHz pcm in all.
+  capped at `send_buffer_bytes` (which the kernel doubles) and asyncio's at the same: 96 KiB
+  in all by default, about 2 s of 24 kHz pcm.
 """
 from __future__ import annotations
 

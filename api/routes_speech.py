@@ -55,7 +55,7 @@ async def create_speech(body: SpeechRequest, request: Request):
     except ClientGone:
         state.metrics.count_request("disconnected")
         return Response(status_code=CLIENT_CLOSED_REQUEST)
-    audio = encoded_audio(synthesis, pipeline, state.metrics, arrived, state.drain)
+    audio = encoded_audio(synthesis, pipeline, state.metrics, arrived)
     if body.stream_format == "sse":
         # NOTE: sse-starlette cancels its streams when the server begins to exit; the drain
         # (api/draining.py) has already let them finish or ended them with an error by then.

@@ -9,7 +9,6 @@ from typing import AsyncIterator, Awaitable, TypeVar
 from starlette.requests import Request
 
 from api.audio.pipeline import AudioPipeline
-from api.draining import Drain
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.errors import EngineDeadError, RequestRejected
 
@@ -76,6 +75,7 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
     settings = state.settings
     synthesis = SegmentedSynthesis(engine, segments, voice, model_speed, settings.client_backlog_seconds,
                                    settings.stalled_client_seconds)
+    state.drain.register(synthesis)
     with state.early_refusal.start():
         try:
             await synthesis.start()
@@ -86,25 +86,23 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
 
 
 async def encoded_audio(synthesis: SegmentedSynthesis, pipeline: AudioPipeline, metrics,
-                        arrived: float, drain: Drain) -> AsyncIterator[bytes]:
+                        arrived: float) -> AsyncIterator[bytes]:
     """A response body: the synthesis's audio through `pipeline`. Encoding runs on a worker
     thread so the event loop (and with it every other stream) never waits on a codec. Ends the
-    synthesis however the body ends (a client that leaves aborts its engine requests); a
-    shutdown drain waits for it while it runs."""
+    synthesis however the body ends (a client that leaves aborts its engine requests)."""
     outcome = "disconnected"
     first = True
     try:
-        with drain.track(synthesis):
-            async for pcm in synthesis.pcm():
-                data = await asyncio.to_thread(pipeline.process, pcm)
-                if data:
-                    if first:
-                        metrics.time_to_first_audio.observe(time.monotonic() - arrived)
-                        first = False
-                    yield data
-            tail = await asyncio.to_thread(pipeline.finish)
-            if tail:
-                yield tail
+        async for pcm in synthesis.pcm():
+            data = await asyncio.to_thread(pipeline.process, pcm)
+            if data:
+                if first:
+                    metrics.time_to_first_audio.observe(time.monotonic() - arrived)
+                    first = False
+                yield data
+        tail = await asyncio.to_thread(pipeline.finish)
+        if tail:
+            yield tail
         outcome = "completed"
     except (SynthesisFailed, EngineDeadError):
         outcome = "error"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol
+from typing import AsyncIterator, Callable, Protocol
 
 import numpy as np
 
@@ -69,14 +69,16 @@ class SegmentedSynthesis:
     streaming); segments after the first go to the engine as continuations; `close` aborts what
     is open and drops preparations still pending; `words` holds each segment's words placed where
     its audio begins in what `pcm` yields (`position` samples so far); each engine request is
-    paused while more than `backlog_seconds` of its audio waits for the consumer, and the
-    consumer is cancelled when it takes nothing for `stall_seconds` of such a pause
-    (api/backpressure.py). Errors that stop segment 0 before any audio (nothing to speak,
-    unknown voice, full queue) surface from `start`, so the caller can still answer with a
-    status."""
+    paused while more than `backlog_seconds` of its audio waits for the consumer, and when
+    nothing is taken for `stall_seconds` of such a pause `on_stall` decides (by default: the
+    consumer of `pcm` is cancelled, or, if none ever came, the synthesis is closed;
+    api/backpressure.py). `close` runs each `on_close` callback once. Errors that stop segment 0
+    before any audio (nothing to speak, unknown voice, full queue) surface from `start`, so the
+    caller can still answer with a status."""
 
     def __init__(self, client: EngineClient, segments: SegmentSource, voice: str, speed: float = 1.0,
-                 backlog_seconds: float = 10.0, stall_seconds: float = 30.0) -> None:
+                 backlog_seconds: float = 10.0, stall_seconds: float = 30.0,
+                 on_stall: Callable[[], bool] | None = None) -> None:
         self._client = client
         self._segments = segments
         self._voice = voice
@@ -92,8 +94,11 @@ class SegmentedSynthesis:
         self.position = 0
         self.words = WordTimeline(self.sample_rate)
         self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
-        self._backlog = ClientBacklog(client, self.sample_rate, backlog_seconds, stall_seconds, self._stalled)
+        self._backlog = ClientBacklog(client, self.sample_rate, backlog_seconds, stall_seconds,
+                                      on_stall or self._stop_reading)
         self._consumer: asyncio.Task | None = None  # the task iterating `pcm`
+        self.on_close: list[Callable[[], None]] = []
+        self._failed = False
         self._fade = np.sin(np.linspace(0.0, np.pi / 2, max(1, int(JOIN_FADE_SECONDS * self.sample_rate)))) ** 2
 
     async def start(self) -> None:
@@ -135,12 +140,16 @@ class SegmentedSynthesis:
         return samples
 
     def fail(self, reason: str) -> None:
-        """Ends the speech with SynthesisFailed(reason) after the audio already queued, and
-        aborts its engine requests (a shutdown whose drain ran out of time)."""
-        for queue in self._queues:
-            queue.put_nowait(SynthesisFailed(reason))
+        """Ends the speech now with SynthesisFailed(reason): the audio still queued is dropped,
+        its engine requests are aborted and no further segment starts (a shutdown whose drain
+        ran out of time)."""
+        self._failed = True
         for task in self._tasks:
             task.cancel()
+        for queue in self._queues:
+            while not queue.empty():
+                queue.get_nowait()
+            queue.put_nowait(SynthesisFailed(reason))
 
     def close(self) -> None:
         """Cancels the open requests' tasks (each aborts its engine request as it unwinds) and the
@@ -149,10 +158,13 @@ class SegmentedSynthesis:
             task.cancel()
         self._backlog.close()
         self._segments.close()
+        callbacks, self.on_close = self.on_close, []
+        for callback in callbacks:
+            callback()
 
     async def _segment_chunks(self, index: int, chunk: AudioChunk) -> AsyncIterator[AudioChunk]:
         while True:
-            if index + 1 == len(self._queues):
+            if index + 1 == len(self._queues) and not self._failed:
                 self._open_next()  # the current segment has started: run the next one ahead
             if chunk.finish_reason == "error":
                 raise SynthesisFailed(chunk.error or "the engine failed this request")
@@ -175,11 +187,15 @@ class SegmentedSynthesis:
             self.usage.output_tokens += item.metrics.output_tokens
         return item
 
-    def _stalled(self) -> None:
-        """The consumer took nothing while a request was paused for its backlog: end it (its
-        response's task is cancelled, which aborts the engine requests as it unwinds)."""
-        if self._consumer is not None and not self._consumer.done():
+    def _stop_reading(self) -> bool:
+        """The default stall: the consumer of `pcm` is cancelled (a response's task: it aborts
+        the engine requests as it unwinds); a synthesis whose audio nobody ever began to read (a
+        response body that never started) is closed."""
+        if self._consumer is None:
+            self.close()
+        elif not self._consumer.done():
             self._consumer.cancel()
+        return True
 
     def _open_next(self) -> None:
         queue: asyncio.Queue = asyncio.Queue()

@@ -139,8 +139,8 @@ class EngineClient:
             prompt = await asyncio.to_thread(self.frontend.prepare, text, voice, speed)
         request_id = request_id or uuid.uuid4().hex
         params = params or self.frontend.default_sampling()
-        if self._dead:
-            raise EngineDeadError(self._dead)
+        if self._dead or not self._ready.is_set():
+            raise EngineDeadError(self._dead or "the engine core is starting again")
         if request_id in self._queues:
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         queue: asyncio.Queue = asyncio.Queue()
@@ -160,18 +160,30 @@ class EngineClient:
         finally:
             self._queues.pop(request_id, None)
             if not finished and not self._dead:
-                self._post(AbortRequest(request_id))
+                self._post_if_alive(AbortRequest(request_id))
 
     def pause(self, request_id: str, paused: bool) -> None:
         """Backpressure: stops (or resumes) generating for a request whose client is behind."""
         if not self._dead and request_id in self._queues:
-            self._post(PauseRequest(request_id, paused))
+            self._post_if_alive(PauseRequest(request_id, paused))
 
     # ---- transport -------------------------------------------------------------------------
 
     def _post(self, message: object) -> None:
-        with self._send_lock:
-            self._send(message)
+        """Sends to the core; a pipe already broken (the core died, its CoreFailed not yet
+        delivered) raises EngineDeadError, as the request would have failed anyway."""
+        try:
+            with self._send_lock:
+                self._send(message)
+        except (OSError, ValueError) as exc:
+            raise EngineDeadError("the engine core is gone") from exc
+
+    def _post_if_alive(self, message: object) -> None:
+        """For messages about requests the core may already have lost with its life."""
+        try:
+            self._post(message)
+        except EngineDeadError:
+            pass
 
     def _deliver(self, messages: list) -> None:
         """Runs on the event loop: routes core messages to their request queues."""
@@ -201,10 +213,13 @@ class EngineClient:
         for queue in self._queues.values():
             queue.put_nowait(EngineDeadError("the engine core stopped; see the server log"))
         self._ready.set()
-        if self._closing or self._process is None or (not was_ready and self._restarting is None):
+        if self._closing or (not was_ready and self._restarting is None):
             return
         logger.error("engine core died: %s", reason)
         self.failure = reason
+        if self._process is None:  # an in-process core (tests, debugging): nothing to restart
+            self.gave_up.set()
+            return
         if self._restarting is None:
             self._restarting = asyncio.ensure_future(self._restart())
 
@@ -220,10 +235,15 @@ class EngineClient:
                     return
                 logger.warning("restarting the engine core in %.1f s", delay)
                 await asyncio.sleep(delay)
+                await asyncio.to_thread(self._reap, self._process)
                 self._ready.clear()
                 self._dead = None
-                self._start_process()
                 self.restarts += 1
+                try:
+                    self._start_process()
+                except Exception as exc:  # noqa: BLE001 - a failed spawn is a failed restart
+                    self._dead = f"the engine core could not be started: {exc!r}"
+                    self._ready.set()
                 await self._ready.wait()
                 if not self._dead:
                     logger.info("engine core ready again (restart %d)", self.restarts)
@@ -232,6 +252,15 @@ class EngineClient:
                 logger.error("engine core restart failed: %s", self._dead)
         finally:
             self._restarting = None
+
+    @staticmethod
+    def _reap(process: multiprocessing.process.BaseProcess | None) -> None:
+        """Makes sure a dead core's process is gone before another starts (one that closed its
+        pipe but lives on would hold the device)."""
+        if process is not None and process.is_alive():
+            process.kill()
+        if process is not None:
+            process.join(10)
 
     def _deliver_threadsafe(self, messages: list) -> None:
         assert self._loop is not None

@@ -161,7 +161,8 @@ class EngineCore:
 
     def set_paused(self, request_id: str, paused: bool) -> None:
         """Backpressure from the API: a paused request keeps its blocks and its place but takes
-        no step (its audio already made still leaves) until resumed; unknown ids: no-op."""
+        no step until resumed (frames it made still decode in steps others need); unknown ids:
+        no-op."""
         request = self.requests.get(request_id)
         if request is not None:
             request.seq.paused = paused

@@ -197,8 +197,9 @@ class Scheduler:
 
     def _pick_victim(self, scheduled: set[int]) -> Sequence:
         candidates = [s for s in self.running if id(s) not in scheduled]
-        # Lowest priority first (largest value), then the newest arrival.
-        return max(candidates, key=lambda s: (s.priority if self._uses_priority else 0, s.arrival_index))
+        # A paused stream first (its client is far behind: it has audio to spare and needs no
+        # step soon), then the lowest priority (largest value), then the newest arrival.
+        return max(candidates, key=lambda s: (s.paused, s.priority if self._uses_priority else 0, s.arrival_index))
 
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
         self.running.remove(seq)
@@ -210,8 +211,11 @@ class Scheduler:
         out.preempted_ids.append(seq.request_id)
 
     def _admit_waiting(self, budget: int, out: SchedulerOutput) -> int:
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
-            seq = self.waiting[0]
+        # NOTE: a paused sequence (preempted while its client was behind) stays waiting, without
+        # holding back those after it: resuming it now would recompute it only to pause it again.
+        waiting = [s for s in self.waiting if not s.paused]
+        while waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            seq = waiting[0]
             cached = []
             if seq.prompt_block_hashes:
                 # Leave at least one token to compute: its output is what the step is for.
@@ -222,7 +226,8 @@ class Scheduler:
             if not self.kv.allocate_slots(seq.request_id, seq.num_computed_tokens + num_new, cached):
                 seq.num_computed_tokens = 0
                 break
-            self.waiting.pop(0)
+            waiting.pop(0)
+            self.waiting.remove(seq)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, num_new))

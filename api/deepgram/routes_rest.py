@@ -53,7 +53,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
                              speed_value / model_speed)
     headers = {"dg-request-id": request_id, "dg-model-name": model, "dg-model-uuid": model_uuid(model),
                "dg-char-count": str(len(text)), "Cache-Control": "no-cache"}
-    return StreamingResponse(encoded_audio(synthesis, pipeline, state.metrics, arrived, state.drain),
+    return StreamingResponse(encoded_audio(synthesis, pipeline, state.metrics, arrived),
                              media_type=choice.media_type, headers=headers)
 
 

@@ -69,7 +69,11 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
     session = SpeakSession(websocket, state, voice, choice, speed_value, words)
     await session.send_json({"type": "Metadata", "request_id": request_id, "model_name": model,
                              "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
-    await session.run()
+    try:
+        await session.run()
+    except asyncio.CancelledError:
+        if not session.dropped:
+            raise  # the server is stopping: not ours to swallow
 
 
 def _wants_words(timestamps: str | None, catalog) -> bool:
@@ -108,6 +112,7 @@ class Turn:
         self.segments: SpeechSegments = session.state.planner.plan_live(session.voice, self.model_speed, params)
         self.flush_id: int | None = None
         self.ended = asyncio.Event()  # its Flush (or Close) has come: no more text
+        self.sending = False  # its audio is going out (the turns before it are done)
         self.task = asyncio.create_task(self._run(previous))
 
     def extend(self, texts: list[str]) -> None:
@@ -123,7 +128,9 @@ class Turn:
         failed (the client is told with an Error), so that a Flush is always answered."""
         session, state = self.session, self.session.state
         synthesis = SegmentedSynthesis(state.engine, self.segments, session.voice, self.model_speed,
-                                       state.settings.client_backlog_seconds, state.settings.stalled_client_seconds)
+                                       state.settings.client_backlog_seconds, state.settings.stalled_client_seconds,
+                                       on_stall=self._stalled)
+        state.drain.register(synthesis)
         outcome = "disconnected"
         try:
             try:
@@ -132,8 +139,7 @@ class Turn:
                 if previous is not None:
                     await asyncio.wait([previous])
                 if refused is None:
-                    with state.drain.track(synthesis):
-                        await self._send_audio(synthesis)
+                    await self._send_audio(synthesis)
                 outcome = refused or "completed"
             except (SynthesisFailed, EngineDeadError) as exc:
                 outcome = "error"
@@ -160,7 +166,16 @@ class Turn:
             synthesis.close()
             state.metrics.count_request(outcome)
 
+    def _stalled(self) -> bool:
+        """Backpressure gave up waiting: a turn whose audio is going out has a client that
+        stopped reading, and the connection is dropped (a turn still waiting for the one before
+        it only has to wait)."""
+        if self.sending:
+            self.session.drop("the client stopped reading its audio")
+        return self.sending
+
     async def _send_audio(self, synthesis: SegmentedSynthesis) -> None:
+        self.sending = True
         session = self.session
         pipeline = AudioPipeline(session.choice.response_format, session.state.engine.sample_rate,
                                  session.choice.sample_rate, session.speed / self.model_speed)
@@ -218,8 +233,11 @@ class SpeakSession:
         self.clears = 0
         self.cancel_reason = "cleared"  # what a cancelled turn counts as (the session's end: disconnected)
         self._send_lock = asyncio.Lock()
+        self._task: asyncio.Task | None = None  # the one running `run`
+        self.dropped = False
 
     async def run(self) -> None:
+        self._task = asyncio.current_task()
         try:
             while True:
                 message = await self.websocket.receive()
@@ -288,6 +306,13 @@ class SpeakSession:
         elif flush_id is not None:
             self.last = self._track(asyncio.create_task(self._flushed_after(self.last, flush_id)))
 
+    def drop(self, reason: str) -> None:
+        """Ends the session without a word: the client is not reading, so nothing could reach it."""
+        logger.info("speak socket dropped: %s", reason)
+        self.dropped = True
+        if self._task is not None:
+            self._task.cancel()
+
     def clear(self) -> None:
         self.text.clear()
         self.cancel_all()
@@ -304,8 +329,9 @@ class SpeakSession:
     async def send_audio(self, data: bytes) -> None:
         if data:
             async with self._send_lock:
-                await self.websocket.send_bytes(data)
+                # NOTE: counted first: a Clear may cancel the send once its frame is written.
                 self.samples_sent += len(data) // self.choice.sample_bytes
+                await self.websocket.send_bytes(data)
 
     async def send_words(self, words: list[SpokenWord], stretch: float, offset: float) -> None:
         """A Timestamps message with `words` (model seconds) in the connection's audio time."""

@@ -71,13 +71,14 @@ class LiveSession {
     setInterval(() => this.highlight(), 25);
   }
 
-  async ensureOpen() {
+  // The open connection (opened once even when several messages ask for it at the same time).
+  ensureOpen() {
     if (this.socket && this.socket.readyState <= WebSocket.OPEN) return this.opened;
     if (!this.player) {
       const context = new AudioContext({ sampleRate: LIVE_RATE });
       this.player = new StreamPlayer(context);
     }
-    await this.player.context.resume();
+    this.player.context.resume();
     const query = new URLSearchParams({ model: $("voice").value, encoding: "linear16", sample_rate: String(LIVE_RATE) });
     if (modelTimestamps.includes("word")) query.set("timestamps", "word");
     if (Number($("speed").value) && Number($("speed").value) !== 1) query.set("speed", $("speed").value);
@@ -97,15 +98,15 @@ class LiveSession {
     this.socket = socket;
     this.player.received = 0;  // a new connection's stream starts at 0
     this.opened = new Promise((resolve, reject) => {
-      socket.onopen = resolve;
+      socket.onopen = () => resolve(socket);
       socket.onerror = () => reject(new Error("the WebSocket did not open (key? voice?)"));
     });
     return this.opened;
   }
 
   async send(message) {
-    await this.ensureOpen();
-    this.socket.send(JSON.stringify(message));
+    const socket = await this.ensureOpen();
+    socket.send(JSON.stringify(message));
   }
 
   async speak(text) {

@@ -19,7 +19,7 @@ class FakeEngine:
 def test_the_request_being_read_is_never_held_back_by_the_one_running_ahead():
     async def run():
         engine, stalled = FakeEngine(), []
-        backlog = ClientBacklog(engine, RATE, limit_seconds=2, stall_seconds=60, on_stall=lambda: stalled.append(1))
+        backlog = ClientBacklog(engine, RATE, limit_seconds=2, stall_seconds=60, on_stall=lambda: stalled.append(1) or True)
         backlog.added("next", 250)  # the next segment runs 2.5 s ahead: it pauses
         assert engine.calls == [("next", True)]
         for _ in range(3):  # the current one flows: taken as fast as it comes
@@ -37,7 +37,7 @@ def test_the_request_being_read_is_never_held_back_by_the_one_running_ahead():
 def test_a_client_that_takes_nothing_while_paused_is_given_up_on_once():
     async def run():
         engine, stalled = FakeEngine(), []
-        backlog = ClientBacklog(engine, RATE, limit_seconds=1, stall_seconds=0.05, on_stall=lambda: stalled.append(1))
+        backlog = ClientBacklog(engine, RATE, limit_seconds=1, stall_seconds=0.05, on_stall=lambda: stalled.append(1) or True)
         backlog.added("r", 150)
         await asyncio.sleep(0.2)
         assert stalled == [1]
@@ -45,10 +45,23 @@ def test_a_client_that_takes_nothing_while_paused_is_given_up_on_once():
     asyncio.run(run())
 
 
+def test_a_stall_the_owner_does_not_act_on_is_asked_again():
+    async def run():
+        engine, asked = FakeEngine(), []
+        # A speak-socket turn waiting for the one before it: not its turn to be read yet.
+        backlog = ClientBacklog(engine, RATE, limit_seconds=1, stall_seconds=0.05, on_stall=lambda: asked.append(1) and False)
+        backlog.added("r", 150)
+        await asyncio.sleep(0.2)
+        assert len(asked) >= 2
+        backlog.close()
+
+    asyncio.run(run())
+
+
 def test_a_slow_but_reading_client_is_not_a_stall():
     async def run():
         engine, stalled = FakeEngine(), []
-        backlog = ClientBacklog(engine, RATE, limit_seconds=1, stall_seconds=0.1, on_stall=lambda: stalled.append(1))
+        backlog = ClientBacklog(engine, RATE, limit_seconds=1, stall_seconds=0.1, on_stall=lambda: stalled.append(1) or True)
         backlog.added("r", 150)
         for _ in range(5):
             await asyncio.sleep(0.06)

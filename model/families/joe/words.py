@@ -4,8 +4,10 @@ espeak phonemizes whole sentences, and its output does not keep the text's words
 unstressed ones ("in the" → `ɪnðə`), spells out numbers ("123" → three words) and drops
 punctuation. So each written word is phonemized alone too, and the sentence's phonemes are
 aligned to those (difflib over the sounds, stress and punctuation left out): every sound of the
-sentence then belongs to one written word, and a word is spoken from its first sound's first
-frame to its last sound's last frame. The durations are the ones the prompt is built from, so
+sentence then belongs to one written word. A word is spoken from the end of whatever sound or
+pause came before it (so the word space, stress marks and pads in between open it: VITS voices
+start a word's onset there; pocketsphinx placed starts ~40 ms earlier than the first sound's own
+ids) to the pad after its last sound. The durations are the ones the prompt is built from, so
 the spans are exact to a frame.
 """
 from __future__ import annotations
@@ -20,13 +22,15 @@ from model.families.base import SpokenWord
 
 # Phoneme symbols that are no sound of a word: word and clause breaks, punctuation, stress.
 _NOT_SOUNDS = frozenset(" !'(),-.:;?\"ˈˌ")
+# Of those, the ones that belong to the word after them (punctuation is a pause of its own).
 _SILENT = frozenset(" ˈˌ")
 
 
 @dataclass(slots=True)
 class _Sound:
-    """One sound of the spoken phonemes: its symbol and the id positions [first, stop) it was
-    given in the prompt (its own ids and the pad after them)."""
+    """One sound of the spoken phonemes: its symbol and the id positions [first, stop) it
+    accounts for in the prompt: the word spaces, stress marks and pads since the sound or pause
+    before it, its own ids, and the pad after them."""
 
     symbol: str
     first: int
