@@ -56,6 +56,17 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def shm_files(pid: int) -> int:
+    """Shared-memory segments the process holds open (torch's tensor sharing leaves these)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith("/dev/shm/torch_")
+        except OSError:
+            pass
+    return count
+
+
 def core_pid(server) -> int:
     """The newest engine core the server started (it logs each one's pid)."""
     pids = re.findall(r"engine core process started: pid (\d+)", server.log_tail(100_000))
@@ -113,7 +124,7 @@ async def storm(server, args, rng: random.Random) -> dict:
             "storm_seconds": left_at - started, "ttfa_idle_s": idle, "ttfa_after_s": after,
             "ttfa_ratio": after / idle, "blocks_free_after_s": blocks_free_after, "kv_blocks_after": blocks,
             "api_rss_before_mb": rss_before, "api_rss_after_mb": rss_mb(api_pid),
-            "api_rss_ratio": rss_mb(api_pid) / rss_before}
+            "api_rss_ratio": rss_mb(api_pid) / rss_before, "api_shm_files_after": shm_files(api_pid)}
 
 
 def core_kill(server) -> dict:
