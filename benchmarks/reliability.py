@@ -194,23 +194,41 @@ def drain(server) -> dict:
 
     text = " ".join(eval_sentences()[4:6])
     results: dict[str, str] = {}
+    streaming = {kind: threading.Event() for kind in ("sse", "chunked")}
 
     def read(kind: str) -> None:
         extra = {"stream_format": "sse"} if kind == "sse" else {}
+        last = None
         try:
-            with httpx.stream("POST", f"{server.base_url}/v1/audio/speech", json=speech(text, **extra),
-                              timeout=120) as response:
-                events = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")] \
-                    if kind == "sse" else list(response.iter_bytes())
-            results[kind] = ("complete" if kind != "sse" or events[-1]["type"] == "speech.audio.done"
-                             else events[-1]["type"])
+            for _ in range(10):  # a 429 (the engine at capacity) is retried as its Retry-After says
+                with httpx.stream("POST", f"{server.base_url}/v1/audio/speech", json=speech(text, **extra),
+                                  timeout=120) as response:
+                    if response.status_code == 429:
+                        time.sleep(float(response.headers.get("Retry-After", 1)))
+                        continue
+                    if response.status_code != 200:
+                        results[kind] = f"refused ({response.status_code})"
+                        return
+                    pieces = response.iter_lines() if kind == "sse" else response.iter_bytes()
+                    for piece in pieces:
+                        streaming[kind].set()
+                        if kind == "sse" and piece.startswith("data:"):
+                            last = json.loads(piece[5:])["type"]
+                    break
+            else:
+                results[kind] = "refused (429, 10 times)"
+                return
+            results[kind] = "complete" if kind == "chunked" or last == "speech.audio.done" else f"ended with {last}"
         except httpx.HTTPError as exc:
             results[kind] = f"cut ({type(exc).__name__})"
+        finally:
+            streaming[kind].set()
 
-    readers = [threading.Thread(target=read, args=(kind,)) for kind in ("sse", "chunked")]
+    readers = [threading.Thread(target=read, args=(kind,)) for kind in streaming]
     for reader in readers:
         reader.start()
-    time.sleep(1.0)  # both are streaming
+    for started in streaming.values():  # both streams' audio flows before the signal
+        started.wait(120)
     signalled = time.monotonic()
     server.signal(signal.SIGTERM)
     code = server.wait(120)
