@@ -40,10 +40,6 @@ class ClientBacklog:
         self._taken = 0  # chunks taken so far: a stall is a pause in which this does not move
         self._timer: asyncio.TimerHandle | None = None
 
-    @property
-    def paused(self) -> bool:
-        return bool(self._paused)
-
     def added(self, request_id: str, samples: int) -> None:
         waiting = self._waiting[request_id] = self._waiting.get(request_id, 0) + samples
         if waiting > self._limit and request_id not in self._paused:

@@ -31,13 +31,12 @@ class Drain:
 
     def __init__(self) -> None:
         self.draining = False
-        self.began_at: float | None = None
         self.active: set[SegmentedSynthesis] = set()
         self._changed = asyncio.Event()
 
     def begin(self) -> None:
         if not self.draining:
-            self.draining, self.began_at = True, time.monotonic()
+            self.draining = True
             logger.info("draining: no new speech; %d in flight", len(self.active))
 
     def check(self) -> None:

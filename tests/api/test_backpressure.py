@@ -3,7 +3,6 @@ and one that stops reading is let go with its engine request aborted; others are
 from __future__ import annotations
 
 import json
-import re
 import socket
 import time
 
@@ -11,6 +10,8 @@ import httpx
 import pytest
 
 from tests.api.conftest import speech_body, start_server
+from tests.api.test_disconnect import metric as read_metric
+from tests.api.test_disconnect import scrape
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +24,7 @@ BYTES_PER_SECOND = 24000 * 2  # pcm at 24 kHz
 
 
 def metric(server, name: str) -> float:
-    text = httpx.get(f"{server.url}/metrics").text
-    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
-    return float(match.group(1)) if match else 0.0
+    return read_metric(scrape(server, {}), name)
 
 
 def slow_client(server) -> socket.socket:

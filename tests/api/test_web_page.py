@@ -1,16 +1,15 @@
 """The web page in headless Chromium (Selenium + chromedriver): type, play, audio arrives."""
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.api.conftest import API_KEY
+from tests.api.test_disconnect import metric, scrape
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -42,8 +41,7 @@ def browser():
 
 
 def audio_seconds_generated(server, auth) -> float:
-    text = httpx.get(f"{server.url}/metrics", headers=auth).text
-    return float(re.search(r"^chorus_audio_seconds_generated_total (\S+)$", text, re.M).group(1))
+    return metric(scrape(server, auth), "chorus_audio_seconds_generated_total")
 
 
 def test_page_plays_streamed_audio_and_reports_time_to_first_audio(server, auth, browser):
