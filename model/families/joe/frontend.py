@@ -2,7 +2,6 @@
 prompt processing of the joe voice family and the first half of its training data."""
 from __future__ import annotations
 
-import threading
 from functools import lru_cache
 
 import numpy as np
@@ -10,14 +9,11 @@ import numpy as np
 import torch
 from piper.config import PiperConfig
 from piper.phoneme_ids import phonemes_to_ids
-from piper.phonemize_espeak import EspeakPhonemizer
 
 from model.families.base import SpeechPrompt
+from model.families.joe.espeak import Espeak
 from model.families.joe.teacher import HOP_SAMPLES, PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
 from model.families.joe.words import spoken_words
-
-# espeak-ng keeps one global state per process (voice, data dir), so calls are serialized.
-_ESPEAK_LOCK = threading.Lock()
 
 
 class Phonemizer:
@@ -26,18 +22,14 @@ class Phonemizer:
 
     def __init__(self) -> None:
         self.config = PiperConfig.from_dict(voice_config())
-        with _ESPEAK_LOCK:
-            self._espeak = EspeakPhonemizer()
+        self._espeak = Espeak()
 
         # Words recur (the, to, your...): each is phonemized alone once per process.
         self.word_phonemes = lru_cache(maxsize=8192)(self._word_phonemes)
 
     def sentences(self, text: str) -> list[list[str]]:
         """The phonemes of each sentence of `text` that has any."""
-        with _ESPEAK_LOCK:
-            sentences = self._espeak.phonemize(
-                self.config.espeak_voice, text, vowel_clusters=self.config.vowel_clusters
-            )
+        sentences = self._espeak.sentences(self.config.espeak_voice, text, self.config.vowel_clusters)
         return [p for p in sentences if p]
 
     def ids(self, phonemes: list[str]) -> list[int]:
