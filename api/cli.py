@@ -73,9 +73,11 @@ def _serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.server import DrainingServer
 
-    app = create_app(engine_config_from_args(args),
-                     ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
-                                 enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds))
+    if args.replicas is not None:
+        from api.ray_serve.local import run_replicas
+
+        return run_replicas(args, args.serve_flags)
+    app = create_app(engine_config_from_args(args), serve_settings_from_args(args))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
                             http=bounded_h11(args.head_timeout_seconds))
     server = DrainingServer(config, app, args.drain_timeout)
@@ -84,12 +86,18 @@ def _serve(args: argparse.Namespace) -> int:
     return getattr(app.state, "exit_code", 0)
 
 
+def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
+    """The API settings `chorus serve` flags ask for (also each Ray Serve replica's)."""
+    return ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
+                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds)
+
+
 def _add_prompt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompt-workers", type=int, default=ApiSettings().prompt_workers,
         help="threads preparing prompts (text to phonemes, durations), first segments before later ones "
-             "(default 1: on the 2-core CPU a second one prepared no faster and would take cores from "
-             "the engine; see README)",
+             "(default 2: with one, a speech's first segment waits whenever another speech's segment is "
+             "being prepared; see README)",
     )
 
 
@@ -122,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="on SIGTERM, seconds to let speeches in flight finish before ending them")
     serve.add_argument("--enable-docs", action="store_true",
                        help="serve FastAPI's /docs and /redoc pages (they load JavaScript from a CDN)")
+    serve.add_argument("--replicas", type=int, default=None,
+                       help="serve through Ray Serve with this many replicas, each its own engine, behind one "
+                            "endpoint at --host/--port (needs `pip install chorus-tts[ray]`; README \"Scaling out\")")
+    serve.add_argument("--replica-cpus", type=float, default=1.0,
+                       help="with --replicas: CPUs Ray reserves for each replica")
+    serve.add_argument("--replica-gpus", type=float, default=0.0,
+                       help="with --replicas: GPUs Ray gives each replica (1 on a GPU machine)")
     _add_prompt_args(serve)
     add_engine_args(serve)
     # NOTE: bench and profile hand every further flag to benchmarks/ (see `chorus bench --help`).
@@ -160,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:  # bad text or voice, a refused request: say why, no traceback
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    # Ray Serve replicas read the very flags this server was given.
+    argv = sys.argv[1:] if argv is None else argv
+    args.serve_flags = argv[argv.index("serve") + 1:]
     return _serve(args)
 
 

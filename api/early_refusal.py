@@ -31,10 +31,16 @@ class EarlyRefusal:
         self.refused = 0  # since the server started
         self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
 
+    def room_left(self, stats: EngineStats) -> int:
+        """How many more speeches of the usual size this API would start now (0: it refuses)."""
+        taken = self.starting + sum(1 for at in self._admitted if at >= stats.taken_at)
+        if not self.admission_on or stats.num_running + stats.num_queued + taken == 0:
+            return max(1, stats.room_streams - taken)
+        return max(0, stats.room_streams - taken)
+
     def check(self, stats: EngineStats) -> None:
         """Raises RequestRejected ("overloaded", with the engine's projected wait) when full."""
-        taken = self.starting + sum(1 for at in self._admitted if at >= stats.taken_at)
-        if not self.admission_on or stats.num_running + stats.num_queued + taken == 0 or taken < stats.room_streams:
+        if self.room_left(stats) > 0:
             return
         self.refused += 1
         raise RequestRejected(

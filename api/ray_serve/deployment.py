@@ -1,0 +1,151 @@
+"""The Ray Serve deployment: replicas that each own one Chorus engine behind the same HTTP app.
+
+Each replica runs `create_app`'s FastAPI app (the OpenAI speech route, SSE, the Deepgram routes
+and socket, /metrics) with its own engine-core process, started by the app's lifespan inside the
+replica. Ray Serve's proxy streams each response through as the replica sends it. The replica
+reports its headroom for the router (api/ray_serve/router.py), fails Ray's health check once its
+engine core is beyond saving, and copies its Prometheus series into Ray's metrics with its
+replica id (api/ray_serve/metrics.py).
+
+    serve run deploy/ray/serve.yaml                     # or, from Python / `chorus serve --replicas N`:
+    serve.run(chorus_application(ReplicaSpec(flags="--model joe"), num_replicas=2))
+"""
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+
+from ray import serve
+from ray.serve import Application
+from ray.serve.config import RequestRouterConfig
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.app import create_app
+from api.ray_serve.metrics import RayMetricsMirror
+from api.ray_serve.router import AT, DEFAULT_MAX_STATS_AGE_S, KV_FREE, READY, ROOM, UNTIL_ROOM
+
+# Each response names the replica that served it (for operators and the tests that kill one).
+REPLICA_HEADER = "x-chorus-replica"
+# How often each replica's headroom reaches the routers: a new stream every few tenths of a
+# second per replica is usual, so reports much older than that route on stale room.
+ROUTING_STATS_PERIOD_S = 0.5
+# An engine core that died is restarted inside the replica in about 4 s; Ray only needs to act
+# when it gave up, so the check can be slow and cheap.
+HEALTH_CHECK_PERIOD_S = 2.0
+HEALTH_CHECK_TIMEOUT_S = 5.0
+
+
+@dataclass(slots=True)
+class ReplicaSpec:
+    """What every replica runs: `flags` are `chorus serve`'s own (model, engine, API settings;
+    --host and --port are the proxy's business and ignored), `max_streams` caps the requests
+    Ray sends one replica at once (streams and sockets; its engine refuses beyond its room
+    anyway). Invariant: `flags` parse as `chorus serve` flags."""
+
+    flags: str = ""
+    max_streams: int = 64
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    drain_timeout: float = 30.0
+    extra_actor_options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.app_config()  # fails early, in the driver, on a bad flag
+
+    def app_config(self):
+        """(EngineConfig, ApiSettings) from the flags, exactly as `chorus serve` reads them."""
+        from api.cli import build_parser, engine_config_from_args, serve_settings_from_args
+
+        args = build_parser().parse_args(["serve", *shlex.split(self.flags)])
+        return engine_config_from_args(args), serve_settings_from_args(args)
+
+
+class ReplicaHeader:
+    """ASGI middleware: every HTTP response carries REPLICA_HEADER with this replica's id."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replica = serve.get_replica_context().replica_id.unique_id.encode()
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (REPLICA_HEADER.encode(), replica)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
+
+
+def routing_stats(app) -> dict:
+    """This replica's headroom as the router reads it (api/ray_serve/router.py's keys)."""
+    engine = getattr(app.state, "engine", None)
+    if engine is None:  # the lifespan has not started the engine yet
+        return {AT: time.time(), READY: False, ROOM: 0, UNTIL_ROOM: 1.0, KV_FREE: 0.0}
+    stats = engine.stats
+    total = max(1, stats.kv_blocks_total)
+    ready = engine.is_ready and engine.failure is None and not app.state.drain.draining
+    return {AT: time.time(), READY: ready, ROOM: app.state.early_refusal.room_left(stats) if ready else 0,
+            UNTIL_ROOM: stats.seconds_until_room, KV_FREE: 1.0 - stats.kv_blocks_used / total}
+
+
+def chorus_application(spec: ReplicaSpec, num_replicas: int | str | None = None,
+                       autoscaling_config: dict | None = None) -> Application:
+    """The Chorus Serve application: `num_replicas` fixed replicas, or `autoscaling_config`
+    (Ray's; see README "Scaling out"), each with its own engine as `spec` says."""
+    config, settings = spec.app_config()
+    app = create_app(config, settings)
+    app.add_middleware(ReplicaHeader)
+    actor_options = {"num_cpus": spec.num_cpus, "num_gpus": spec.num_gpus, **spec.extra_actor_options}
+    options = dict(
+        max_ongoing_requests=spec.max_streams,
+        ray_actor_options=actor_options,
+        health_check_period_s=HEALTH_CHECK_PERIOD_S,
+        health_check_timeout_s=HEALTH_CHECK_TIMEOUT_S,
+        # Ray stops sending a replica new requests before stopping it, then waits this long for
+        # those in flight: the same drain `chorus serve` gives on SIGTERM.
+        graceful_shutdown_timeout_s=spec.drain_timeout,
+        request_router_config=RequestRouterConfig(
+            request_router_class="api.ray_serve.router:HeadroomRouter",
+            request_router_kwargs={"max_stats_age_s": DEFAULT_MAX_STATS_AGE_S},
+            request_routing_stats_period_s=ROUTING_STATS_PERIOD_S,
+            request_routing_stats_timeout_s=2 * ROUTING_STATS_PERIOD_S,
+        ),
+    )
+    if autoscaling_config is not None:
+        options["autoscaling_config"] = autoscaling_config
+    elif num_replicas is not None:
+        options["num_replicas"] = num_replicas
+
+    @serve.deployment(**options)
+    @serve.ingress(app)
+    class ChorusReplica:
+        """One engine behind the app. Invariant: healthy while its engine core runs or is being
+        restarted within the core's restart budget; unhealthy (Ray replaces it) once that budget
+        is spent."""
+
+        def __init__(self) -> None:
+            self._metrics = RayMetricsMirror(lambda: getattr(self.app.state, "metrics", None))
+
+        def check_health(self) -> None:
+            engine = getattr(self.app.state, "engine", None)
+            if engine is not None and engine.gave_up.is_set():
+                raise RuntimeError(f"the engine core cannot be kept running: {engine.failure}")
+
+        def record_routing_stats(self) -> dict:
+            self._metrics.copy()  # every report: as fresh as the routing, and no task of its own
+            return routing_stats(self.app)
+
+    return ChorusReplica.bind()
+
+
+def build(args: dict) -> Application:
+    """The builder `serve run` / `serve deploy` call with a config file's `args` (see
+    deploy/ray/serve.yaml): `flags`, `max_streams`, `num_cpus`, `num_gpus`, `drain_timeout`.
+    Replica counts and autoscaling come from the file's `deployments` section, which Ray applies
+    over these defaults."""
+    return chorus_application(ReplicaSpec(**args))
