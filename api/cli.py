@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
-from api.http_protocol import DEFAULT_HEAD_TIMEOUT_SECONDS, bounded_h11
-from api.server import DEFAULT_DRAIN_TIMEOUT_SECONDS
+from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
+from api.http_protocol import bounded_h11
 from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
@@ -86,21 +86,6 @@ def _serve(args: argparse.Namespace) -> int:
     return getattr(app.state, "exit_code", 0)
 
 
-def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
-    """The API settings `chorus serve` flags ask for (also each Ray Serve replica's)."""
-    return ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
-                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds)
-
-
-def _add_prompt_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--prompt-workers", type=int, default=ApiSettings().prompt_workers,
-        help="threads preparing prompts (text to phonemes, durations), first segments before later ones "
-             "(default 2: with one, a speech's first segment waits whenever another speech's segment is "
-             "being prepared; see README)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chorus", description="Continuous-batching TTS serving")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -111,34 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--seed", type=int, default=None)
     say.add_argument("--max-tokens", type=int, default=None, help="the most outputs of each segment")
     say.add_argument("--speed", type=float, default=1.0, help="speaking rate (models with rate control: joe)")
-    _add_prompt_args(say)
+    add_prompt_args(say)
     add_engine_args(say)
     say.set_defaults(engine_mode="inproc")
     serve = sub.add_parser("serve", help="start the HTTP server")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument(
-        "--api-key",
-        default=os.environ.get("CHORUS_API_KEY"),
-        help="require 'Authorization: Bearer KEY' on /v1 and /metrics (default: $CHORUS_API_KEY)",
-    )
-    serve.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
-                       help="close a connection whose request line and headers take longer than this")
-    serve.add_argument("--body-timeout-seconds", type=float, default=ApiSettings().body_timeout_seconds,
-                       help="answer 408 to a request whose body takes longer than this to arrive")
-    serve.add_argument("--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT_SECONDS,
-                       help="on SIGTERM, seconds to let speeches in flight finish before ending them")
-    serve.add_argument("--enable-docs", action="store_true",
-                       help="serve FastAPI's /docs and /redoc pages (they load JavaScript from a CDN)")
-    serve.add_argument("--replicas", type=int, default=None,
-                       help="serve through Ray Serve with this many replicas, each its own engine, behind one "
-                            "endpoint at --host/--port (needs `pip install chorus-tts[ray]`; README \"Scaling out\")")
-    serve.add_argument("--replica-cpus", type=float, default=1.0,
-                       help="with --replicas: CPUs Ray reserves for each replica")
-    serve.add_argument("--replica-gpus", type=float, default=0.0,
-                       help="with --replicas: GPUs Ray gives each replica (1 on a GPU machine)")
-    _add_prompt_args(serve)
-    add_engine_args(serve)
+    add_serve_args(serve)
     # NOTE: bench and profile hand every further flag to benchmarks/ (see `chorus bench --help`).
     sub.add_parser("bench", help="load benchmark: TTFA, viability, capacity against baselines", add_help=False)
     sub.add_parser("profile", help="profile the server under load with py-spy", add_help=False)

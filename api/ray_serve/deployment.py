@@ -12,7 +12,6 @@ replica id (api/ray_serve/metrics.py).
 """
 from __future__ import annotations
 
-import shlex
 import time
 from dataclasses import dataclass, field
 
@@ -22,8 +21,12 @@ from ray.serve.config import RequestRouterConfig
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.app import create_app
+from api.engine_args import engine_config_from_args
 from api.ray_serve.metrics import RayMetricsMirror
 from api.ray_serve.router import AT, DEFAULT_MAX_STATS_AGE_S, KV_FREE, READY, ROOM, UNTIL_ROOM
+from api.serve_args import parse_serve_flags, serve_settings_from_args
+from api.settings import ApiSettings
+from engine.config import EngineConfig
 
 # Each response names the replica that served it (for operators and the tests that kill one).
 REPLICA_HEADER = "x-chorus-replica"
@@ -43,7 +46,7 @@ class ReplicaSpec:
     Ray sends one replica at once (streams and sockets; its engine refuses beyond its room
     anyway). Invariant: `flags` parse as `chorus serve` flags."""
 
-    flags: str = ""
+    flags: str | list[str] = ""
     max_streams: int = 64
     num_cpus: float = 1.0
     num_gpus: float = 0.0
@@ -53,11 +56,9 @@ class ReplicaSpec:
     def __post_init__(self) -> None:
         self.app_config()  # fails early, in the driver, on a bad flag
 
-    def app_config(self):
-        """(EngineConfig, ApiSettings) from the flags, exactly as `chorus serve` reads them."""
-        from api.cli import build_parser, engine_config_from_args, serve_settings_from_args
-
-        args = build_parser().parse_args(["serve", *shlex.split(self.flags)])
+    def app_config(self) -> tuple[EngineConfig, ApiSettings]:
+        """The engine config and API settings of the flags, exactly as `chorus serve` reads them."""
+        args = parse_serve_flags(self.flags)
         return engine_config_from_args(args), serve_settings_from_args(args)
 
 
