@@ -138,7 +138,7 @@ def targets(systems: dict[str, dict]) -> list[dict]:
 
 def markdown(report: dict) -> str:
     lines = [f"# Scale-out benchmark, {report['started_at']}", "", f"`{report['command']}`", "", report["machine"], "",
-             "| system | replicas (CPU each) | load | requests | TTFA p50 / p95 ms | viable % (200 ms) | 429 % | audio s per wall s |",
+             "| system | replicas (a CPU each) | load | requests | TTFA p50 / p95 ms | viable % (200 ms) | 429 % | audio s per wall s |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for system in report["systems"]:
         for level in system["closed_loop"]:

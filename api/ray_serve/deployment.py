@@ -138,7 +138,7 @@ def chorus_application(spec: ReplicaSpec, num_replicas: int | str | None = None,
                 raise RuntimeError(f"the engine core cannot be kept running: {engine.failure}")
 
         def record_routing_stats(self) -> dict:
-            self._metrics.copy()  # every report: as fresh as the routing, and no task of its own
+            self._metrics.copy()  # at most every COPY_INTERVAL_S; no task of its own to manage
             return routing_stats(self.app)
 
     return ChorusReplica.bind()

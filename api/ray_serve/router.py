@@ -82,12 +82,16 @@ def rank_replicas(candidates: Sequence[Replica], headroom: Callable[[Replica], H
             with_room.append((room, report.kv_free, replica))
         else:
             full.append((report.until_room, replica))
-    roomiest = lambda entry: (entry[0], entry[1])  # noqa: E731
     sampled = rng.sample(with_room, min(2, len(with_room)))
     rest = [entry for entry in with_room if entry not in sampled]
-    ordered = sorted(sampled, key=roomiest, reverse=True) + sorted(rest, key=roomiest, reverse=True)
+    ordered = sorted(sampled, key=_roominess, reverse=True) + sorted(rest, key=_roominess, reverse=True)
     return ([replica for *_, replica in ordered] + stale + [replica for _, replica in sorted(full, key=lambda e: e[0])]
             + down)
+
+
+def _roominess(entry: tuple[int, float, object]) -> tuple[int, float]:
+    room, kv_free, _ = entry
+    return room, kv_free
 
 
 class RoutedLog:
