@@ -144,8 +144,9 @@ def test_a_replica_whose_engine_died_gets_no_speech_and_is_replaced(cluster):
     dead_replica_process = parent_of(ours[0])
     os.kill(ours[0], signal.SIGKILL)
     # The next routing reports (every 0.5 s) say that replica is not ready; Ray's health check
-    # (every 2 s, three failures) has not replaced it yet.
-    time.sleep(2.0)
+    # (every 2 s, three failures in a row) has not replaced it yet, and its replacement would
+    # take longer still to start its own engine.
+    time.sleep(3.0)
     served_by = set()
     for seed in range(6):
         response = httpx.post(f"{cluster.url}/v1/audio/speech", json=speech(seed=seed), timeout=60)
