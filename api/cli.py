@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
-from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
 from api.http_protocol import bounded_h11
 from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
+from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
 from api.settings import ApiSettings
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
 from engine.client import EngineClient

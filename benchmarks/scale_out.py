@@ -24,6 +24,7 @@ import itertools
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -51,7 +52,7 @@ def replica_count(system: str) -> int:
 def start(system: str, args: argparse.Namespace) -> ServerProcess:
     port = free_port()
     serve = [sys.executable, "-m", "api.cli", "serve", "--host", HOST, "--port", str(port), "--model", args.model,
-             "--num-threads", "1", *args.server_flags.split()]
+             "--num-threads", "1", *shlex.split(args.server_flags)]
     if system == "direct":
         return ServerProcess(system, ["taskset", "-c", "0", *serve], port, "/ready")
     # NOTE: each replica asks Ray for no CPU: Ray's CPU count is logical, and the pinning below is

@@ -13,23 +13,22 @@ replica id (api/ray_serve/metrics.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from fastapi import FastAPI
 from ray import serve
 from ray.serve import Application
 from ray.serve.config import RequestRouterConfig
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.app import create_app
 from api.engine_args import engine_config_from_args
 from api.ray_serve.metrics import RayMetricsMirror
+from api.ray_serve.replica_header import ReplicaHeader
 from api.ray_serve.router import AT, DEFAULT_MAX_STATS_AGE_S, KV_FREE, READY, ROOM, UNTIL_ROOM
 from api.serve_args import parse_serve_flags, serve_settings_from_args
 from api.settings import ApiSettings
 from engine.config import EngineConfig
 
-# Each response names the replica that served it (for operators and the tests that kill one).
-REPLICA_HEADER = "x-chorus-replica"
 # How often each replica's headroom reaches the routers: a new stream every few tenths of a
 # second per replica is usual, so reports much older than that route on stale room.
 ROUTING_STATS_PERIOD_S = 0.5
@@ -41,45 +40,37 @@ HEALTH_CHECK_TIMEOUT_S = 5.0
 
 @dataclass(slots=True)
 class ReplicaSpec:
-    """What every replica runs: `flags` are `chorus serve`'s own (model, engine, API settings;
-    --host and --port are the proxy's business and ignored), `max_streams` caps the requests
-    Ray sends one replica at once (streams and sockets; its engine refuses beyond its room
-    anyway). Invariant: `flags` parse as `chorus serve` flags."""
+    """What every replica runs: `flags` are `chorus serve`'s own (model, engine, API settings; of
+    the server's own flags --host, --port and --head-timeout-seconds are the proxy's business, and
+    `drain_timeout` here replaces --drain-timeout), `max_streams` caps the requests Ray sends one
+    replica at once (streams and sockets; its engine refuses beyond its room anyway). Invariant:
+    `flags` parse as `chorus serve` flags (checked when the spec is made, in the driver)."""
 
     flags: str | list[str] = ""
     max_streams: int = 64
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     drain_timeout: float = 30.0
-    extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.app_config()  # fails early, in the driver, on a bad flag
+        self.app_config()
 
     def app_config(self) -> tuple[EngineConfig, ApiSettings]:
-        """The engine config and API settings of the flags, exactly as `chorus serve` reads them."""
-        args = parse_serve_flags(self.flags)
+        """The engine config and API settings of the flags, exactly as `chorus serve` reads them.
+        Raises ValueError for flags `chorus serve` would refuse."""
+        try:
+            args = parse_serve_flags(self.flags)
+        except SystemExit as exc:  # argparse has already said why on stderr
+            raise ValueError(f"not `chorus serve` flags: {self.flags!r}") from exc
         return engine_config_from_args(args), serve_settings_from_args(args)
 
-
-class ReplicaHeader:
-    """ASGI middleware: every HTTP response carries REPLICA_HEADER with this replica's id."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        replica = serve.get_replica_context().replica_id.unique_id.encode()
-
-        async def send_with_header(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (REPLICA_HEADER.encode(), replica)]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_header)
+    def build_app(self) -> FastAPI:
+        """The replica's app, built in the replica (its environment, e.g. CHORUS_API_KEY, and its
+        install paths), with every response naming the replica."""
+        config, settings = self.app_config()
+        app = create_app(config, settings)
+        app.add_middleware(ReplicaHeader)
+        return app
 
 
 def routing_stats(app) -> dict:
@@ -89,7 +80,7 @@ def routing_stats(app) -> dict:
         return {AT: time.time(), READY: False, ROOM: 0, UNTIL_ROOM: 1.0, KV_FREE: 0.0}
     stats = engine.stats
     total = max(1, stats.kv_blocks_total)
-    ready = engine.is_ready and engine.failure is None and not app.state.drain.draining
+    ready = engine.is_ready and engine.failure is None
     return {AT: time.time(), READY: ready, ROOM: app.state.early_refusal.room_left(stats) if ready else 0,
             UNTIL_ROOM: stats.seconds_until_room, KV_FREE: 1.0 - stats.kv_blocks_used / total}
 
@@ -98,10 +89,11 @@ def chorus_application(spec: ReplicaSpec, num_replicas: int | str | None = None,
                        autoscaling_config: dict | None = None) -> Application:
     """The Chorus Serve application: `num_replicas` fixed replicas, or `autoscaling_config`
     (Ray's; see README "Scaling out"), each with its own engine as `spec` says."""
-    config, settings = spec.app_config()
-    app = create_app(config, settings)
-    app.add_middleware(ReplicaHeader)
-    actor_options = {"num_cpus": spec.num_cpus, "num_gpus": spec.num_gpus, **spec.extra_actor_options}
+    actor_options = {"num_cpus": spec.num_cpus, "num_gpus": spec.num_gpus}
+
+    def replica_app() -> FastAPI:  # Serve calls it in each replica
+        return spec.build_app()
+
     options = dict(
         max_ongoing_requests=spec.max_streams,
         ray_actor_options=actor_options,
@@ -123,7 +115,7 @@ def chorus_application(spec: ReplicaSpec, num_replicas: int | str | None = None,
         options["num_replicas"] = num_replicas
 
     @serve.deployment(**options)
-    @serve.ingress(app)
+    @serve.ingress(replica_app)
     class ChorusReplica:
         """One engine behind the app. Invariant: healthy while its engine core runs or is being
         restarted within the core's restart budget; unhealthy (Ray replaces it) once that budget
@@ -132,12 +124,14 @@ def chorus_application(spec: ReplicaSpec, num_replicas: int | str | None = None,
         def __init__(self) -> None:
             self._metrics = RayMetricsMirror(lambda: getattr(self.app.state, "metrics", None))
 
-        def check_health(self) -> None:
+        # NOTE: async, so Ray runs them on the replica's event loop with the app (a plain def
+        # would run on a worker thread, beside the loop that updates what they read).
+        async def check_health(self) -> None:
             engine = getattr(self.app.state, "engine", None)
             if engine is not None and engine.gave_up.is_set():
                 raise RuntimeError(f"the engine core cannot be kept running: {engine.failure}")
 
-        def record_routing_stats(self) -> dict:
+        async def record_routing_stats(self) -> dict:
             self._metrics.copy()  # at most every COPY_INTERVAL_S; no task of its own to manage
             return routing_stats(self.app)
 

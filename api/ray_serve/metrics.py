@@ -41,7 +41,12 @@ class RayMetricsMirror:
             return 0
         self._last = now
         copied = 0
-        for family in api_metrics.registry.collect():
+        try:
+            families = list(api_metrics.registry.collect())
+        except Exception:  # noqa: BLE001 - metrics must never fail the routing report
+            logger.warning("could not read the app's metrics", exc_info=True)
+            return 0
+        for family in families:
             for sample in family.samples:
                 if sample.name.endswith(_SKIPPED_SUFFIXES) or sample.name in self._failed:
                     continue

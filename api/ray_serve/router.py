@@ -15,6 +15,7 @@ load torch to route a request.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections import defaultdict, deque
@@ -107,9 +108,14 @@ class RoutedLog:
         self._times[replica].append(at)
 
     def count_since(self, replica: Hashable, since: float, now: float) -> int:
-        times = self._times[replica]
+        times = self._times.get(replica)
+        if times is None:
+            return 0
         while times and times[0] < now - self.horizon_s:
             times.popleft()
+        if not times:
+            del self._times[replica]  # a replica no longer sent to leaves nothing behind
+            return 0
         return sum(1 for at in times if at >= since)
 
     def forget(self, replica: Hashable) -> None:
@@ -117,19 +123,29 @@ class RoutedLog:
 
 
 class HeadroomRouter(FIFOMixin, RequestRouter):
-    """Ray Serve's request router for Chorus replicas (see the module docstring). Invariant: every
-    candidate appears in exactly one rank, so Ray can always fall back to the next."""
+    """Ray Serve's request router for Chorus replicas (see the module docstring). Invariant: with
+    a fresh report from any candidate, every candidate appears in exactly one rank (Ray falls
+    back rank by rank); a report's age is counted from when this router first saw it, on its own
+    clock (replicas on other machines have other clocks).
 
-    def initialize_state(self, max_stats_age_s: float = DEFAULT_MAX_STATS_AGE_S, seed: int | None = None,
-                         **_) -> None:
+    A choice is counted against the replica ranked first when it is made: if that replica turns
+    the request away (Serve's own `max_ongoing_requests` is full), Ray sends it to the next rank
+    uncounted until that replica's next report. Unlike Ray's default router this one does not
+    prefer replicas on the proxy's own node: room decides."""
+
+    def initialize_state(self, max_stats_age_s: float = DEFAULT_MAX_STATS_AGE_S) -> None:
         self._max_age_s = max_stats_age_s
-        self._rng = random.Random(seed)
+        self._rng = random.Random()
         self._routed = RoutedLog(horizon_s=4 * max_stats_age_s)
+        self._seen: dict = {}  # replica id -> (its latest report's `at`, when this router first saw it)
 
     async def choose_replicas(self, candidate_replicas, pending_request=None):
         now = time.time()
+        reports = {r.replica_id: self._as_seen(r.replica_id, Headroom.parse(r.routing_stats), now)
+                   for r in candidate_replicas}
+        self._seen = {replica_id: self._seen[replica_id] for replica_id in reports if replica_id in self._seen}
         ranked = rank_replicas(
-            candidate_replicas, lambda r: Headroom.parse(r.routing_stats),
+            candidate_replicas, lambda r: reports[r.replica_id],
             lambda r, since: self._routed.count_since(r.replica_id, since, now), now, self._max_age_s, self._rng)
         if ranked is None:
             # No fresh report at all: Ray takes whichever of two has fewer requests in flight.
@@ -142,3 +158,14 @@ class HeadroomRouter(FIFOMixin, RequestRouter):
     def on_replica_actor_died(self, replica_id) -> None:
         super().on_replica_actor_died(replica_id)
         self._routed.forget(replica_id)
+        self._seen.pop(replica_id, None)
+
+    def _as_seen(self, replica_id, report: Headroom | None, now: float) -> Headroom | None:
+        """`report` dated when this router first saw it."""
+        if report is None:
+            return None
+        at, seen = self._seen.get(replica_id, (None, now))
+        if at != report.at:
+            at, seen = report.at, now
+            self._seen[replica_id] = (at, seen)
+        return dataclasses.replace(report, at=seen)

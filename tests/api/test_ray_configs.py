@@ -38,5 +38,5 @@ def test_config_is_valid_for_ray_and_its_builder_args_parse(name):
 
 
 def test_a_bad_flag_fails_in_the_driver_not_in_every_replica():
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="chorus serve"):
         ReplicaSpec(flags="--no-such-flag")

@@ -25,8 +25,9 @@ serve = pytest.importorskip("ray.serve")
 from openai import OpenAI  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from api.ray_serve.deployment import REPLICA_HEADER, ReplicaSpec, chorus_application  # noqa: E402
+from api.ray_serve.deployment import ReplicaSpec, chorus_application  # noqa: E402
 from api.ray_serve.local import APP_NAME  # noqa: E402
+from api.ray_serve.replica_header import REPLICA_HEADER  # noqa: E402
 from model.tiny_random import ensure_tiny_random  # noqa: E402
 from tests.api.conftest import LiveServer  # noqa: E402
 

@@ -29,8 +29,10 @@ _CLAUSE_PAUSES = (",", ":", ";")
 
 
 class Espeak:
-    """The process's espeak-ng. Invariant: the voice espeak-ng holds is `_voice` (set by this
-    class only, and only when a call asks for another one), and every call holds ESPEAK_LOCK."""
+    """The process's espeak-ng. Invariant: the voice espeak-ng holds is `_voice`, set only when a
+    call asks for another one, provided nothing else in the process sets espeak-ng's voice
+    (Piper's own phonemizer does, on every call: the serving path never uses it); every call
+    holds ESPEAK_LOCK."""
 
     _initialized = False
     _voice: str | None = None

@@ -40,6 +40,15 @@ def test_phonemes_are_pipers(texts):
         assert ours.sentences(config.espeak_voice, text, config.vowel_clusters) == expected, text
 
 
+def test_a_call_in_another_voice_sets_it_and_the_next_sets_ours_back():
+    config = PiperConfig.from_dict(voice_config())
+    ours, text = Espeak(), "Hello there, my friend."
+    for voice in ("de", config.espeak_voice, "de", config.espeak_voice):
+        with ESPEAK_LOCK:
+            expected = EspeakPhonemizer().phonemize(voice, text, vowel_clusters=config.vowel_clusters)
+        assert ours.sentences(voice, text, config.vowel_clusters) == expected, voice
+
+
 def test_phonemizing_does_not_grow_the_process_by_the_voice_change_each_call():
     # espeak-ng keeps a copy of the voice on every voice change; Piper's phonemize changes it on
     # every call (about 1.3 KB each, measured). Ours sets it once: 5,000 calls may grow the process
