@@ -60,6 +60,15 @@ class EngineStatsCollector(Collector):
             "chorus_predicted_step_seconds", "The step-cost model's time for a step of the streams running",
             value=stats.predicted_step_seconds,
         )
+        # What the API's early refusal and the Ray Serve router act on: a scaler or router can too.
+        yield GaugeMetricFamily(
+            "chorus_room_streams", "New streams of the usual size that could start now, each keeping every running "
+            "stream's playback deadline (at most 8; as of the engine's last report)", value=stats.room_streams,
+        )
+        yield GaugeMetricFamily(
+            "chorus_seconds_until_room", "With no room now, seconds until a stream of the usual size could start",
+            value=stats.seconds_until_room,
+        )
         yield CounterMetricFamily("chorus_engine_steps", "Engine steps run", value=stats.steps)
         yield CounterMetricFamily("chorus_tokens_generated", "Audio tokens generated", value=stats.tokens_generated)
         yield CounterMetricFamily(
