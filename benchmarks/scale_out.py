@@ -68,14 +68,18 @@ def engine_cores_under(root: int) -> list[int]:
     return sorted((int(pid) for pid in found if os.getsid(int(pid)) == session), key=_start_time)
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (which may hold spaces): state, ppid, ..."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
 def _start_time(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[19])
+    return int(_stat_fields(pid)[19])
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
+def parent_pid(pid: int) -> int:
+    return int(_stat_fields(pid)[1])
 
 
 def pin_replicas(server: ServerProcess, expected: int) -> list[dict]:
@@ -87,7 +91,7 @@ def pin_replicas(server: ServerProcess, expected: int) -> list[dict]:
         time.sleep(0.5)
     pins = []
     for cpu, core in enumerate(cores):
-        replica = _parent(core)
+        replica = parent_pid(core)
         for pid in (replica, core):
             subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], check=True, capture_output=True)
         pins.append({"cpu": cpu, "replica_pid": replica, "core_pid": core})

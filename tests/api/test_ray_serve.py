@@ -28,6 +28,7 @@ from api.app import create_app  # noqa: E402
 from api.ray_serve.deployment import ReplicaSpec, chorus_application  # noqa: E402
 from api.ray_serve.local import APP_NAME  # noqa: E402
 from api.ray_serve.replica_header import REPLICA_HEADER  # noqa: E402
+from benchmarks.scale_out import parent_pid  # noqa: E402
 from model.tiny_random import ensure_tiny_random  # noqa: E402
 from tests.api.conftest import LiveServer  # noqa: E402
 
@@ -52,11 +53,6 @@ def free_port() -> int:
 def engine_cores() -> set[int]:
     found = subprocess.run(["pgrep", "-f", "chorus-engine-core"], capture_output=True, text=True).stdout
     return {int(pid) for pid in found.split()}
-
-
-def parent_of(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
 def replicas_running(expected: int) -> bool:
@@ -148,7 +144,7 @@ def test_a_replica_whose_engine_died_gets_no_speech_and_ray_stops_it(cluster):
     ours = sorted(engine_cores() - cluster.cores_before)
     assert len(ours) == 2
     before = replica_ids()
-    dead_replica_process = parent_of(ours[0])
+    dead_replica_process = parent_pid(ours[0])
     os.kill(ours[0], signal.SIGKILL)
     # The next routing reports (every 0.5 s) say that replica is not ready; Ray's health check
     # (every 2 s) needs three failures in a row before it replaces it.
