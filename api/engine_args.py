@@ -74,6 +74,9 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
                              "(default: the codec's own)")
     stream.add_argument("--crossfade-samples", type=int, default=None,
                         help="samples blended across each seam between chunks (default: the codec's own)")
+    stream.add_argument("--incremental", action=argparse.BooleanOptionalAction, default=True,
+                        help="decode each stream's frames once through the codec's incremental decoder, "
+                             "where it has one and decoding runs in the step (default: yes)")
     gpu = parser.add_argument_group("GPU (ignored on the CPU)")
     gpu.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     gpu.add_argument("--no-sample-in-graph", action="store_true",

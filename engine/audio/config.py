@@ -47,6 +47,12 @@ class StreamingConfig:
     first_lookahead_frames: int | None = None
     # Samples decoded past the emitted end and blended into the next chunk's start.
     crossfade_samples: int | None = None
+    # Decode through the codec's incremental decoder where it has one and the audio is decoded
+    # in the step (the CPU): each frame once, exactly, so a window's context is not paid again
+    # and a small chunk costs what its frames cost. Windows keep their shape (the first chunk
+    # is still decoded as a window, to start a step sooner than the decoder's lag allows);
+    # later windows need lookahead_frames >= the decoder's lag.
+    incremental: bool = True
 
     def __post_init__(self) -> None:
         for name in ("first_chunk_frames", "chunk_frames"):

@@ -5,9 +5,17 @@ One window of a stream (frame indices; `left` and `ahead` shrink at the stream's
     [start - left ........ start ====== emitted ====== end .. ahead .. end + ahead)
                                                         |~~ crossfade ~~|  kept, blended
                                                                           into the next chunk
+
+With the codec's incremental decoder (`codec.incremental`, the CPU path) the windows are planned
+the same way but decoded differently: each stream's frames go through the decoder once, in
+order, as they are needed ([fed, end + ahead) per window, nothing before `fed` again), and the
+chunk's audio is cut from the exact samples that come out. Only a stream's first chunk is still
+decoded as a window (with its shorter first lookahead) so that its first audio does not wait
+for the decoder's whole lag.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -20,7 +28,7 @@ from torch import Tensor
 from engine.audio.chunking import ChunkPolicy, Playback
 from engine.audio.config import StreamingConfig
 from engine.audio.runners import SYNC_RUNNER, CodecRunner
-from model.codecs.base import FrameCodec
+from model.codecs.base import FrameCodec, IncrementalDecoder
 
 
 @dataclass(slots=True)
@@ -47,6 +55,12 @@ class _Stream:
     finished: bool = False
     # When the stream's first audio left (the assumed start of its playback).
     playback_start: float | None = None
+    # Incremental decoding only: the decoder's state after frames [0, fed), and the exact
+    # samples it returned that are not emitted yet, the first of them being sample `exact_start`.
+    state: list[Tensor] | None = None
+    fed: int = 0
+    exact: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    exact_start: int = 0
 
 
 @dataclass(slots=True)
@@ -82,9 +96,10 @@ DECODE_BUDGET = 2.0
 
 def _rows(runner: CodecRunner, audio: object | list[np.ndarray | None]) -> list[np.ndarray | None]:
     """One array of samples (or None) per window from a group's audio: the runner's handle of a
-    batch, or the host audio of windows decoded one by one after a failed batch."""
+    batch, or the host audio of each window (decoded one by one after a failed batch, or cut
+    from incremental decoding)."""
     if isinstance(audio, list):
-        return [None if a is None else a[0] for a in audio]
+        return audio
     return list(runner.to_host(audio))
 
 
@@ -93,15 +108,25 @@ class StreamingDecoder:
     sizes `policy` (chunking.py) picks; the concatenation of a stream's chunks has exactly
     n_frames * samples_per_frame samples."""
 
-    def __init__(self, codec: FrameCodec, config: StreamingConfig) -> None:
-        self.policy = ChunkPolicy(config)  # first: it refuses a config with fields left unresolved
+    def __init__(self, codec: FrameCodec, config: StreamingConfig, incremental: IncrementalDecoder | None = None) -> None:
+        ChunkPolicy(config)  # first: it refuses a config with fields left unresolved
         if config.crossfade_samples > codec.samples_per_frame:
             raise ValueError(
                 f"crossfade_samples {config.crossfade_samples} exceeds one frame "
                 f"({codec.samples_per_frame} samples), the shortest chunk"
             )
+        if incremental is not None:
+            if config.crossfade_samples:
+                raise ValueError("incremental decoding makes exact seams: it takes no crossfade "
+                                 "(set crossfade_samples to 0, or turn incremental off)")
+            # A later chunk's audio is final once the decoder has had its lag's worth of frames
+            # after it.
+            lag = -(-incremental.delay_samples // codec.samples_per_frame)
+            config = dataclasses.replace(config, lookahead_frames=max(config.lookahead_frames, lag))
+        self.policy = ChunkPolicy(config)
         self.codec = codec
         self.config = config
+        self.incremental = incremental
         self._streams: dict[Hashable, _Stream] = {}
         self._failures: dict[Hashable, Exception] = {}
         self._produced = 0  # frames pushed since the last launch
@@ -150,7 +175,8 @@ class StreamingDecoder:
 
     def launch(self, runner: CodecRunner | None = None, now: float | None = None) -> PendingAudio:
         """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
-        stream state only moves in `collect`, so launch again only after collecting this one.
+        stream state only moves in `collect` (but for incremental decoding, which decodes here), so
+        launch again only after collecting this one.
         `now` (monotonic seconds) defaults to the clock; tests pass their own."""
         runner = runner or SYNC_RUNNER
         now = time.monotonic() if now is None else now
@@ -169,12 +195,18 @@ class StreamingDecoder:
             else:
                 by_length[window.stop - window.first].append(window)
         groups = []
+        if self.incremental is not None:
+            # The approximate first chunks decode as windows (below); every window feeds the
+            # incremental decoder, whose exact samples the later chunks are cut from.
+            by_length = self._first_chunks(by_length, owners)
         for group in by_length.values():
             try:
                 audio = runner.decode(self.codec, self._batch(group, owners))
             except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
                 audio = self._decode_one_by_one(group, owners, runner)
             groups.append((group, audio))
+        if self.incremental is not None:
+            groups.append(self._decode_incrementally(windows, owners))
         return PendingAudio(empty, groups, owners, runner, now)
 
     def collect(self, pending: PendingAudio, now: float | None = None) -> dict[Hashable, StreamChunk]:
@@ -199,6 +231,82 @@ class StreamingDecoder:
                         stream.playback_start = now
         return chunks
 
+    # ---- incremental decoding -----------------------------------------------------------------
+
+    def _is_approximate(self, window: _Window, stream: _Stream) -> bool:
+        """A first chunk whose audio is not final yet by the decoder's lag: it decodes as a window."""
+        return not stream.emitted and not window.is_last and window.start != window.end
+
+    def _first_chunks(self, by_length: dict[int, list[_Window]],
+                      owners: dict[Hashable, _Stream]) -> dict[int, list[_Window]]:
+        return {length: approximate for length, group in by_length.items()
+                if (approximate := [w for w in group if self._is_approximate(w, owners[w.stream_id])])}
+
+    def _decode_incrementally(self, windows: list[_Window], owners: dict[Hashable, _Stream]
+                              ) -> tuple[list[_Window], list[np.ndarray | None]]:
+        """Feeds every open stream the frames it received since the last step, and the streams
+        whose last window is due their flush, in batches of streams with as many frames to feed;
+        then cuts the exact audio of the windows that are not approximate first chunks."""
+        # NOTE: feeding every stream each step, not each window when it is due, keeps the codec's
+        # work per step proportional to the frames the step made (no step carries a long window)
+        # and batches the streams (they make the same frames per step): one call, not one each.
+        feeds: dict[Hashable, bool] = {sid: False for sid, s in self._streams.items() if not s.finished and s.received > s.fed}
+        feeds.update((w.stream_id, True) for w in windows if w.is_last and w.start != w.end)
+        by_count: dict[int, list[tuple[Hashable, bool]]] = defaultdict(list)
+        for stream_id, flush in feeds.items():
+            by_count[self._feed_count(self._streams[stream_id], flush)].append((stream_id, flush))
+        for group in by_count.values():
+            try:
+                self._feed(group)
+            except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
+                for one in group:
+                    try:
+                        self._feed([one])
+                    except Exception as exc:  # noqa: BLE001 - reported through take_failures
+                        self._failures[one[0]] = exc
+                        del self._streams[one[0]]
+        cut = [w for w in windows if w.start != w.end and not self._is_approximate(w, owners[w.stream_id])]
+        return cut, [self._exact_audio(w, owners[w.stream_id]) for w in cut]
+
+    def _feed_count(self, stream: _Stream, flush: bool) -> int:
+        lag = -(-self.incremental.delay_samples // self.codec.samples_per_frame) if flush else 0
+        return stream.received - stream.fed + lag
+
+    def _feed(self, feeds: list[tuple[Hashable, bool]]) -> None:
+        """Feeds each stream of `feeds` (id, whether to flush its end) every frame it has not
+        fed yet, and on a flush as many zero frames after them as the decoder lags."""
+        streams = [self._streams[stream_id] for stream_id, _ in feeds]
+        pieces = []
+        for stream, (_, flush) in zip(streams, feeds):
+            frames = self._frames(stream, stream.fed, stream.received)
+            pad = self._feed_count(stream, flush) - frames.shape[0]
+            if pad:  # past the end every frame is zero padding, whatever it holds
+                frames = torch.cat([frames, frames.new_zeros((pad, *frames.shape[1:]))])
+            pieces.append(frames)
+        states = [s.state if s.state is not None else self.incremental.initial_state() for s in streams]
+        totals = [s.received if flush else None for s, (_, flush) in zip(streams, feeds)]
+        audio, states = self.incremental.decode(torch.stack(pieces), states, [s.fed for s in streams], totals)
+        spf = self.codec.samples_per_frame
+        for stream, samples, state in zip(streams, audio.float().cpu().numpy(), states):
+            stream.exact_start = stream.fed * spf - self.incremental.delay_samples - stream.exact.size
+            stream.exact = np.concatenate([stream.exact, samples])
+            stream.state, stream.fed = state, stream.received
+
+    def _exact_audio(self, window: _Window, stream: _Stream) -> np.ndarray | None:
+        """The window's audio from `window.first` on (as `_emit` cuts it), or None if its stream
+        failed to decode."""
+        if self._streams.get(window.stream_id) is not stream:
+            return None
+        spf = self.codec.samples_per_frame
+        begin, length = window.first * spf - stream.exact_start, (window.end - window.first) * spf
+        if begin < 0 or begin + length > stream.exact.size:  # never: the lookahead covers the lag
+            self._failures[window.stream_id] = RuntimeError(
+                f"frames [{window.start}, {window.end}) are not decoded yet (decoded: samples "
+                f"[{stream.exact_start}, {stream.exact_start + stream.exact.size}))")
+            del self._streams[window.stream_id]
+            return None
+        return stream.exact[begin : begin + length]
+
     def take_failures(self) -> dict[Hashable, Exception]:
         """Streams whose window failed to decode since the last call; they are already closed."""
         failures, self._failures = self._failures, {}
@@ -217,7 +325,7 @@ class StreamingDecoder:
         audio: list[np.ndarray | None] = []
         for window in windows:
             try:
-                audio.append(runner.to_host(runner.decode(self.codec, self._batch([window], owners))))
+                audio.append(runner.to_host(runner.decode(self.codec, self._batch([window], owners)))[0])
             except Exception as exc:  # noqa: BLE001 - reported through take_failures
                 # NOTE: a stream closed since its window was launched has no one to tell.
                 if self._streams.get(window.stream_id) is owners[window.stream_id]:
@@ -234,7 +342,7 @@ class StreamingDecoder:
         budget, self._produced = DECODE_BUDGET * self._produced, 0
         spent, chosen = 0, []
         for window in due:
-            cost = window.stop - window.first
+            cost = self._cost(window)
             slack = self._playback(self._streams[window.stream_id]).slack(now)
             must = not chosen or slack is None or slack <= self.config.defer_slack_seconds
             if must or spent + cost <= budget:
@@ -242,8 +350,20 @@ class StreamingDecoder:
                 spent += cost
         return chosen
 
+    def _cost(self, window: _Window) -> int:
+        """Frames decoding the window adds to the step's codec work (incremental decoding feeds
+        every stream's new frames anyway: only first chunks and flushes add)."""
+        if self.incremental is None:
+            return window.stop - window.first
+        stream = self._streams[window.stream_id]
+        if window.is_last:
+            return self._feed_count(stream, flush=True)
+        return window.stop - window.first if self._is_approximate(window, stream) else 0
+
     def _plan(self, stream_id: Hashable, stream: _Stream, now: float) -> _Window | None:
-        first = max(0, stream.emitted - self.config.left_context_frames)
+        # NOTE: incremental decoding needs no context before the chunk: the decoder's state holds it.
+        left = self.config.left_context_frames if self.incremental is None or not stream.emitted else 0
+        first = max(0, stream.emitted - left)
         if stream.finished:
             # Final flush: every remaining frame, no lookahead needed.
             return _Window(stream_id, first, stream.emitted, stream.received, stream.received, True)
@@ -261,7 +381,11 @@ class StreamingDecoder:
         return now if dry is None else dry
 
     def _window_frames(self, window: _Window, stream: _Stream) -> Tensor:
-        return stream.frames[window.first - stream.base : window.stop - stream.base]
+        return self._frames(stream, window.first, window.stop)
+
+    @staticmethod
+    def _frames(stream: _Stream, first: int, stop: int) -> Tensor:
+        return stream.frames[first - stream.base : stop - stream.base]
 
     def _emit(self, window: _Window, samples: np.ndarray) -> StreamChunk:
         stream = self._streams[window.stream_id]
@@ -276,7 +400,10 @@ class StreamingDecoder:
         else:
             stream.tail = samples[end : end + self.config.crossfade_samples].copy()
             stream.emitted = window.end
-            keep = max(0, window.end - self.config.left_context_frames)
+            if stream.exact.size:
+                done = min(stream.exact.size, max(0, window.end * spf - stream.exact_start))
+                stream.exact, stream.exact_start = stream.exact[done:], stream.exact_start + done
+            keep = max(0, window.end - self.config.left_context_frames)  # <= fed: a window's stop is past its end
             stream.frames = stream.frames[keep - stream.base :]
             stream.base = keep
         return StreamChunk(pcm, window.is_last, window.start, window.end)

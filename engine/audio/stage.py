@@ -29,8 +29,13 @@ class AudioStage:
     def build(cls, codec: FrameCodec, config: StreamingConfig, gpu: GpuConfig, device: torch.device,
               max_num_seqs: int) -> AudioStage:
         """The stage for `codec`, cutting windows as `config` (already resolved against the codec's
-        window hints) says, on a side stream of `device` where `gpu` allows it."""
-        return cls(StreamingDecoder(codec, config), runner_for(codec, config, gpu, device, max_num_seqs))
+        window hints) says, on a side stream of `device` where `gpu` allows it, else in the step,
+        incrementally where the codec can and `config` lets it."""
+        runner = runner_for(codec, config, gpu, device, max_num_seqs)
+        # NOTE: incremental decoding moves each stream's decoder state as it decodes; the side
+        # stream's launch-now, collect-next-step overlap would need that state double-buffered.
+        incremental = codec.incremental if runner is None and config.incremental else None
+        return cls(StreamingDecoder(codec, config, incremental), runner)
 
     def open(self, stream_id: Hashable) -> None:
         self.decoder.open(stream_id)

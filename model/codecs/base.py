@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -33,6 +34,22 @@ class WindowHints:
     crossfade_samples: int = 256
 
 
+class IncrementalDecoder(Protocol):
+    """Decodes a stream's frames piece by piece, each frame once, exactly as a whole decode: a
+    stream's state holds what its next piece still needs. For stream b fed frames
+    [frames_before[b], + n) now, `decode` returns the samples [frames_before[b] * spf -
+    delay_samples, + n * spf) of the whole decode (samples before 0 are meaningless; once
+    `totals[b]`, the stream's frame count, is given, frames past it are the whole decode's zero
+    padding, so feeding ceil(delay_samples / spf) more frames of anything flushes its end)."""
+
+    delay_samples: int
+
+    def initial_state(self) -> list[Tensor]: ...
+
+    def decode(self, frames: Tensor, states: Sequence[Sequence[Tensor]], frames_before: Sequence[int],
+               totals: Sequence[int | None]) -> tuple[Tensor, list[list[Tensor]]]: ...
+
+
 class FrameCodec(ABC):
     """Turns frames (the model's per-step audio units: codes, latent vectors, ...) into PCM.
     `decode(frames [B, n, *frame_shape])` returns float32 audio [B, n * samples_per_frame] in
@@ -45,6 +62,9 @@ class FrameCodec(ABC):
     frame_shape: tuple[int, ...]
     frame_dtype: torch.dtype
     window_hints: WindowHints = WindowHints()
+    # Set by codecs that can also decode a stream incrementally (each frame once, no window
+    # context paid again); the engine's CPU path then does (engine/audio/decoder.py).
+    incremental: IncrementalDecoder | None = None
 
     @abstractmethod
     def decode(self, frames: Tensor) -> Tensor: ...

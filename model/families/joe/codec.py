@@ -5,7 +5,8 @@ voice's own decoder sub-graph through onnxruntime (on the 2-core machine 1.5-2.3
 port under torch's oneDNN convolutions; both equal each other to ~2e-6, tests/model/families/joe/test_codec.py).
 What the engine serves with by default is the iSTFT decoder distilled from it
 (model/families/joe/istft.py): the HiFi-GAN's first stage plus a small iSTFT head, about 4x fewer
-multiply-adds per frame.
+multiply-adds per frame; the engine's CPU path runs it incrementally (istft_stream.py), each frame
+decoded once, and decodes only streams' first chunks as windows.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.hifigan import HifiGanConfig, HifiGanDecoder
 from model.families.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, export_onnx,
                                     load_decoder, onnx_path)
+from model.families.joe.istft_stream import (IncrementalIstft, OnnxIncrementalDecoder, TorchIncrementalDecoder,
+                                           export_incremental_onnx)
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, cut_path, decoder_state_dict, onnx_session, voice_key
 
 
@@ -101,6 +104,9 @@ class OnnxFrameCodec(JoeFrameCodec):
 
 
 SHIPPED_DECODER = Path(__file__).parent / "weights"
+# The incremental graph's cache name: bump its version whenever istft_stream.py or
+# model/codecs/streaming_conv.py changes what the graph computes (the cache is keyed by weights).
+INCREMENTAL_GRAPH = "istft-incremental-v1"
 DECODERS = ("istft", "hifigan")
 RUNNERS = ("torch", "onnxruntime")
 CODEC_CHOICES = DECODERS + tuple(f"{d}-{r}" for d in DECODERS for r in RUNNERS)
@@ -128,11 +134,18 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
     if not (folder / HEAD_WEIGHTS_FILE).is_file():
         raise FileNotFoundError(f"no iSTFT decoder head in {folder}: train one with "
                                 "python -m training.joe.train_decoder")
-    if runner == "onnxruntime":
-        # The modules are built only to export the graph the first time.
-        path = onnx_path(folder, voice_key())
-        if not path.is_file():
-            export_onnx(load_decoder(HifiGanDecoder.from_state_dict(decoder_state_dict()), folder), path)
-        return OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
     teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
-    return TorchFrameCodec(load_decoder(teacher, folder).to(device), teacher.config)
+    istft = load_decoder(teacher, folder).to(device)
+    incremental = IncrementalIstft(istft)
+    if runner == "onnxruntime":
+        path, stream_path = onnx_path(folder, voice_key()), onnx_path(folder, voice_key(), INCREMENTAL_GRAPH)
+        if not path.is_file():
+            export_onnx(istft, path)
+        if not stream_path.is_file():
+            export_incremental_onnx(incremental, stream_path)
+        codec = OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
+        codec.incremental = OnnxIncrementalDecoder(incremental, stream_path, threads)
+    else:
+        codec = TorchFrameCodec(istft, teacher.config)
+        codec.incremental = TorchIncrementalDecoder(incremental)
+    return codec

@@ -160,11 +160,12 @@ def load_decoder(teacher: HifiGanDecoder, folder: Path) -> IstftDecoder:
     return decoder.eval()
 
 
-def onnx_path(folder: Path, voice_key: str) -> Path:
-    """Where the decoder with the head in `folder` is cached as an ONNX graph: the name changes
-    with the head's weights and with the voice package (`voice_key`) its trunk comes from."""
+def onnx_path(folder: Path, voice_key: str, kind: str = "istft") -> Path:
+    """Where the decoder with the head in `folder` is cached as an ONNX graph of `kind` (the
+    whole decoder, or its incremental form): the name changes with the head's weights and with
+    the voice package (`voice_key`) its trunk comes from."""
     digest = hashlib.sha256((folder / HEAD_WEIGHTS_FILE).read_bytes()).hexdigest()[:16]
-    return voice_cache("joe") / f"istft-{digest}-{voice_key}.onnx"
+    return voice_cache("joe") / f"{kind}-{digest}-{voice_key}.onnx"
 
 
 def export_onnx(decoder: IstftDecoder, target: Path) -> Path:

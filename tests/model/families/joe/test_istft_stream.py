@@ -1,0 +1,152 @@
+"""joe's iSTFT decoder decoded incrementally: each frame once, and the same audio as a whole decode.
+
+Measured on teacher z (audio peak ~0.5): PyTorch and onnxruntime both within 4e-5 of the whole
+decode for any split into pieces (asserted < 1e-4). Through the engine's streaming decoder only
+the first chunk (decoded as a window, with its shorter lookahead) differs, as with windows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.voice_packages import require_voice_packages
+
+require_voice_packages()
+
+from engine.audio.config import StreamingConfig
+from engine.audio.decoder import StreamingDecoder
+from engine.audio.stage import AudioStage
+from engine.gpu_config import GpuConfig
+from model.families.joe.codec import load_joe_codec
+
+PARITY = 1e-4
+FIRST_CHUNK_SEAM = 3e-3  # as in test_codec.py: the first chunk's 8-frame lookahead
+
+
+@pytest.fixture(scope="module")
+def latents(latent_frontend) -> list[torch.Tensor]:
+    texts = ("The quick brown fox jumps over the lazy dog.", "Yes, of course.")
+    return [torch.from_numpy(latent_frontend.run(t).latent) for t in texts]
+
+
+@pytest.fixture(scope="module", params=["istft-torch", "istft-onnxruntime"])
+def codec(request):
+    return load_joe_codec(codec=request.param)
+
+
+def test_pieces_of_any_size_and_a_batch_at_different_positions_equal_the_whole_decode(codec, latents):
+    inc = codec.incremental
+    flush = -(-inc.delay_samples // codec.samples_per_frame)
+    long, short = latents
+    rng = np.random.default_rng(0)
+    # The long stream goes alone for a while, then both go in batches of equal pieces.
+    states = {0: inc.initial_state(), 1: inc.initial_state()}
+    fed, out = {0: 0, 1: 0}, {0: [], 1: []}
+    audio, (states[0],) = inc.decode(long[None, :13], [states[0]], [0], [None])
+    out[0].append(audio[0]); fed[0] = 13
+    while fed[1] < len(short):
+        n = int(rng.integers(1, 12))
+        n = min(n, len(short) - fed[1], len(long) - fed[0])
+        pieces = torch.stack([long[fed[0] : fed[0] + n], short[fed[1] : fed[1] + n]])
+        audio, (states[0], states[1]) = inc.decode(pieces, [states[0], states[1]], [fed[0], fed[1]], [None, None])
+        for i in (0, 1):
+            out[i].append(audio[i]); fed[i] += n
+    for i, z in ((0, long), (1, short)):
+        rest = z[fed[i]:]
+        if len(rest):
+            audio, (states[i],) = inc.decode(rest[None], [states[i]], [fed[i]], [None])
+            out[i].append(audio[0])
+        # The flush feeds garbage on purpose: past the end every frame counts as zero padding.
+        audio, _ = inc.decode(torch.randn(1, flush, z.shape[1]), [states[i]], [len(z)], [len(z)])
+        out[i].append(audio[0])
+        streamed = torch.cat(out[i]).numpy()[inc.delay_samples : inc.delay_samples + len(z) * codec.samples_per_frame]
+        whole = codec.decode(z[None])[0].numpy()
+        assert np.abs(streamed - whole).max() < PARITY
+
+
+class Feeds:
+    """Wraps an incremental decoder, counting the frames fed to it per stream position."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.delay_samples, self.frames = inner, inner.delay_samples, 0
+
+    def initial_state(self):
+        return self.inner.initial_state()
+
+    def decode(self, frames, states, frames_before, totals):
+        self.frames += frames.shape[0] * frames.shape[1]
+        return self.inner.decode(frames, states, frames_before, totals)
+
+
+def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(latents):
+    codec = load_joe_codec(codec="istft")
+    feeds = Feeds(codec.incremental)
+    config = StreamingConfig(urgent_slack_seconds=0).resolve(codec.window_hints)
+    decoder = StreamingDecoder(codec, config, feeds)
+    pieces: dict[int, list[np.ndarray]] = {i: [] for i in range(len(latents))}
+    for i in pieces:
+        decoder.open(i)
+    for step in range(0, max(len(z) for z in latents), 8):  # the student's 8 frames a step
+        for i, z in enumerate(latents):
+            if step < len(z):
+                decoder.push(i, z[step : step + 8])
+                if step + 8 >= len(z):
+                    decoder.finish(i)
+        for i, chunk in decoder.decode_ready().items():
+            pieces[i].append(chunk.pcm)
+    assert decoder.num_streams == 0 and not decoder.take_failures()
+    flush = -(-feeds.delay_samples // codec.samples_per_frame)
+    assert feeds.frames == sum(len(z) + flush for z in latents)
+    first = codec.window_hints.first_chunk_frames * codec.samples_per_frame
+    for i, z in enumerate(latents):
+        whole = codec.decode(z[None])[0].numpy()
+        streamed = np.concatenate(pieces[i])
+        assert streamed.shape == whole.shape
+        assert np.abs(streamed[:first] - whole[:first]).max() < FIRST_CHUNK_SEAM
+        assert np.abs(streamed[first:] - whole[first:]).max() < PARITY
+
+
+def test_a_stream_whose_decode_fails_ends_alone(latents):
+    codec = load_joe_codec(codec="istft")
+
+    marker = 1234.0
+
+    class FailsOnMarker:
+        delay_samples = codec.incremental.delay_samples
+        initial_state = codec.incremental.initial_state
+
+        def decode(self, frames, states, frames_before, totals):
+            if (frames == marker).any():
+                raise ValueError("bad frames")
+            return codec.incremental.decode(frames, states, frames_before, totals)
+
+    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=0).resolve(codec.window_hints), FailsOnMarker())
+    good, bad = latents[0][:40], latents[0][:40].clone()
+    bad[30, 0] = marker  # past the first chunk: only the incremental decoder sees it
+    decoder.open("good"), decoder.open("bad")
+    emitted, failed = {"good": 0, "bad": 0}, set()
+    for step in range(0, 40, 8):
+        decoder.push("good", good[step : step + 8])
+        if "bad" not in failed:  # the engine ends a failed request: nothing more is pushed
+            decoder.push("bad", bad[step : step + 8])
+        for stream_id, chunk in decoder.decode_ready().items():
+            emitted[stream_id] += len(chunk.pcm)
+        failed |= set(decoder.take_failures())
+    assert failed == {"bad"}
+    decoder.finish("good")
+    for stream_id, chunk in decoder.decode_ready().items():
+        emitted[stream_id] += len(chunk.pcm)
+    assert emitted["good"] == 40 * codec.samples_per_frame and decoder.num_streams == 0
+
+
+def test_the_cpu_audio_stage_decodes_incrementally_unless_told_not_to():
+    codec = load_joe_codec(codec="istft")
+    cpu = torch.device("cpu")
+    on = AudioStage.build(codec, StreamingConfig().resolve(codec.window_hints), GpuConfig(), cpu, 8)
+    off = AudioStage.build(codec, StreamingConfig(incremental=False).resolve(codec.window_hints), GpuConfig(), cpu, 8)
+    assert on.decoder.incremental is codec.incremental and off.decoder.incremental is None
+    # Later chunks wait for the decoder's lag (10.6 frames), the first one keeps its 8.
+    assert on.decoder.config.lookahead_frames == 11 and on.decoder.config.first_lookahead_frames == 8
+    with pytest.raises(ValueError, match="crossfade"):
+        StreamingDecoder(codec, StreamingConfig(crossfade_samples=64).resolve(codec.window_hints), codec.incremental)
