@@ -48,10 +48,12 @@ class StreamingConfig:
     # Samples decoded past the emitted end and blended into the next chunk's start.
     crossfade_samples: int | None = None
     # Decode through the codec's incremental decoder where it has one and the audio is decoded
-    # in the step (the CPU): each frame once, exactly, so a window's context is not paid again
-    # and a small chunk costs what its frames cost. Windows keep their shape (the first chunk
-    # is still decoded as a window, to start a step sooner than the decoder's lag allows);
-    # later windows need lookahead_frames >= the decoder's lag.
+    # in the step (the CPU): each stream's frames once, exactly, as they come, so no window's
+    # context is paid again. The first chunk is still cut and decoded as a window (to start a
+    # step sooner than the decoder's lag allows); after it, a stream is fed each step while its
+    # listener holds little (else in longer pieces, cheaper per frame) and all its final audio
+    # leaves when it is (chunk_frames, grow_chunks and urgent_slack_seconds no longer apply);
+    # lookahead_frames is at least the decoder's lag.
     incremental: bool = True
 
     def __post_init__(self) -> None:

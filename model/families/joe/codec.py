@@ -106,7 +106,7 @@ class OnnxFrameCodec(JoeFrameCodec):
 SHIPPED_DECODER = Path(__file__).parent / "weights"
 # The incremental graph's cache name: bump its version whenever istft_stream.py or
 # model/codecs/streaming_conv.py changes what the graph computes (the cache is keyed by weights).
-INCREMENTAL_GRAPH = "istft-incremental-v1"
+INCREMENTAL_GRAPH = "istft-incremental-v2"
 DECODERS = ("istft", "hifigan")
 RUNNERS = ("torch", "onnxruntime")
 CODEC_CHOICES = DECODERS + tuple(f"{d}-{r}" for d in DECODERS for r in RUNNERS)
