@@ -150,3 +150,42 @@ def test_the_cpu_audio_stage_decodes_incrementally_unless_told_not_to():
     assert on.decoder.config.lookahead_frames == 11 and on.decoder.config.first_lookahead_frames == 8
     with pytest.raises(ValueError, match="crossfade"):
         StreamingDecoder(codec, StreamingConfig(crossfade_samples=64).resolve(codec.window_hints), codec.incremental)
+
+
+class Pieces(Feeds):
+    """Also records each call's piece length."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.pieces: list[int] = []
+
+    def decode(self, frames, states, frames_before, totals):
+        self.pieces.append(frames.shape[1])
+        return super().decode(frames, states, frames_before, totals)
+
+
+def test_a_listener_low_on_audio_gets_all_final_audio_each_step_and_one_far_ahead_waits_for_a_piece(latents):
+    """Clock given: the first chunk is a window (nothing fed before it); then, holding under half
+    a second, the stream is fed each step and every final frame leaves (its second chunk does not
+    wait for 8 more frames); holding more, it is fed 64 frames at a time."""
+    codec = load_joe_codec(codec="istft")
+    feeds = Pieces(codec.incremental)
+    decoder = StreamingDecoder(codec, StreamingConfig().resolve(codec.window_hints), feeds)
+    z = latents[0]
+    decoder.open("s")
+
+    def step(frames: int, now: float):
+        decoder.push("s", z[:0] if not frames else z[step.received : step.received + frames])
+        step.received += frames
+        chunk = decoder.collect(decoder.launch(now=now), now).get("s")
+        return None if chunk is None else (chunk.frame_start, chunk.frame_end)
+
+    step.received = 0
+    assert step(8, 0.0) is None
+    assert step(8, 0.0) == (0, 8) and feeds.pieces == []  # the first chunk: a window
+    assert step(8, 0.05) == (8, 13)  # 24 frames fed, 11 of lag: 5 more frames now, not 8 later
+    assert step(8, 0.10) == (13, 21) and feeds.pieces == [24, 8]
+    assert step(48, 0.10) == (21, 69)  # 0.8 s out, ~0.6 s ahead of the listener
+    for k in range(7):  # 56 new frames: fewer than a piece, and the listener has plenty
+        assert step(8, 0.11 + 0.01 * k) is None
+    assert step(8, 0.2) == (69, 133) and feeds.pieces == [24, 8, 48, 64]
