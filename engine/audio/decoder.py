@@ -6,12 +6,12 @@ One window of a stream (frame indices; `left` and `ahead` shrink at the stream's
                                                         |~~ crossfade ~~|  kept, blended
                                                                           into the next chunk
 
-With the codec's incremental decoder (`codec.incremental`, the CPU path) the windows are planned
-the same way but decoded differently: each stream's frames go through the decoder once, in
-order, as they are needed ([fed, end + ahead) per window, nothing before `fed` again), and the
-chunk's audio is cut from the exact samples that come out. Only a stream's first chunk is still
-decoded as a window (with its shorter first lookahead) so that its first audio does not wait
-for the decoder's whole lag.
+With the codec's incremental decoder (`codec.incremental`, the CPU path) a stream's first chunk
+is still decoded as a window (with its shorter first lookahead, so that its first audio does not
+wait for the decoder's whole lag); after it, the stream's frames go through the decoder once, in
+order ([fed, received) whenever it is fed: every step while its listener holds little, in longer
+pieces when it holds plenty), and each chunk is all the exact audio that came out, up to the
+decoder's lag behind the frames fed.
 """
 from __future__ import annotations
 
@@ -202,8 +202,8 @@ class StreamingDecoder:
                 by_length[window.stop - window.first].append(window)
         groups = []
         if self.incremental is not None:
-            # The approximate first chunks decode as windows (below); every window feeds the
-            # incremental decoder, whose exact samples the later chunks are cut from.
+            # Only first chunks decode as windows (below); the later ones are cut from the exact
+            # audio of the streams fed in `_decode_incrementally`.
             by_length = self._first_chunks(by_length, owners)
         for group in by_length.values():
             try:
@@ -428,7 +428,9 @@ class StreamingDecoder:
             if stream.exact.size:
                 done = min(stream.exact.size, max(0, window.end * spf - stream.exact_start))
                 stream.exact, stream.exact_start = stream.exact[done:], stream.exact_start + done
-            keep = max(0, window.end - self.config.left_context_frames)  # <= fed: a window's stop is past its end
+            keep = max(0, window.end - self.config.left_context_frames)
+            if self.incremental is not None:
+                keep = min(keep, stream.fed)  # frames not fed yet are still to be decoded
             stream.frames = stream.frames[keep - stream.base :]
             stream.base = keep
         return StreamChunk(pcm, window.is_last, window.start, window.end)
