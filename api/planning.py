@@ -20,6 +20,12 @@ _CUT_MARGIN = 0.9
 # Speech per character of text, as conversational English runs (joe: 0.06-0.08 over the eval
 # sentences): what the segments not prepared yet are expected to take.
 SPOKEN_SECONDS_PER_CHAR = 0.07
+# A segment expected to speak for less than this has the next one prepared as soon as it is
+# handed out; a longer one only when it starts streaming (when the synthesis asks for the next),
+# so that preparing the next does not take the CPU from its first audio. From then on the next
+# has this long, less its own first audio, to be ready: preparing a sentence took 24 ms idle and
+# up to ~200 ms at 16 streams on the 2-core machine, its first audio about as much again.
+PREPARE_AHEAD_BELOW_SECONDS = 1.5
 
 
 class NothingToSpeak(ValueError):
@@ -34,7 +40,8 @@ class _Planned:
 
 
 class SpeechSegments:
-    """One speech's segments, prepared in order, each when the one before it is handed out.
+    """One speech's segments, prepared in order, each when the one before it is handed out if
+    that one is short (PREPARE_AHEAD_BELOW_SECONDS), else when `next` asks for it.
     Invariants: `next` hands out the text's segments in order, each once, each with a prompt
     that fits the engine's context (a segment that does not is cut, and only its pieces are
     prepared again); pieces with nothing to speak are dropped, and if every piece is, the first
@@ -85,7 +92,7 @@ class SpeechSegments:
                 segment = None if prompt is None else self._fitted(planned, prompt)
                 if segment is not None:
                     self._handed_out += 1
-                    if self._pending:
+                    if self._pending and self._spoken_seconds(segment) < PREPARE_AHEAD_BELOW_SECONDS:
                         self._submit(self._pending[0])  # ahead of need: ready before this one ends
                     return segment
             if self._complete:
@@ -135,6 +142,12 @@ class SpeechSegments:
             raise
         except ValueError:
             return None
+
+    def _spoken_seconds(self, segment: Segment) -> float:
+        expected = self._planner.frontend.expected_outputs(segment.prompt)
+        if expected is None:
+            return len(segment.text) * SPOKEN_SECONDS_PER_CHAR
+        return expected / self._planner.limits.outputs_per_second
 
     def _output_budget(self, text: str) -> int:
         """The text's output budget (what an Orpheus request may produce), within the params'."""

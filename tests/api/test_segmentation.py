@@ -149,6 +149,28 @@ def test_one_segment_is_prepared_ahead_and_closing_drops_it():
     assert frontend.prepared == ["One."]
 
 
+def test_a_long_segment_has_the_next_prepared_only_when_it_is_asked_for():
+    """Preparing the next segment while a long one waits for its first audio only slows that
+    audio: the synthesis asks for the next when the long one starts streaming."""
+    frontend = LettersOnlyFrontend()
+    long = "This first sentence is long enough to speak for well over two seconds of audio."
+    text = f"{long} Two. Three."
+
+    async def main():
+        async with RecordingPool(frontend.prepare) as pool:
+            # One output per character: the long one speaks for len(long) / 20 = 4 s.
+            segments = SegmentPlanner(pool, frontend, ApiSettings(), EngineLimits(10_000, 20.0)).plan(text, "v")
+            first = await segments.next()
+            at_first = list(pool.submitted)
+            second = await segments.next()
+            return first, at_first, second, list(pool.submitted)
+
+    first, at_first, second, submitted = asyncio.run(main())
+    assert (first.text, second.text) == (long, "Two. Three.")
+    assert at_first == [(long, True)]  # a short first one has its next submitted here (test above)
+    assert submitted == [(long, True), ("Two. Three.", False)]
+
+
 class FakeEngine:
     """Yields `frames` chunks of constant value per segment (its text's last number), slowly,
     and records when each request starts (with how many prompts had been prepared by then, and
