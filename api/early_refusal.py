@@ -15,26 +15,32 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Iterator
 
+from api.synthesis import SegmentedSynthesis
 from engine.errors import RequestRejected
 from engine.outputs import EngineStats
 
 
 class EarlyRefusal:
-    """Invariant: a speech is refused here only while admission is on, the engine is not idle,
-    and the speeches being started by this API plus those admitted since the engine's last
-    report already fill the room it reported; `starting` counts the speeches between this check
-    and the engine's answer to their first segment."""
+    """Invariant: a speech is refused here only while admission is on, this API has a speech in
+    flight (the engine, which serves this API alone, is not idle), and the speeches being
+    started by this API plus those admitted since the engine's last report already fill the room
+    it reported; `starting` counts the speeches between this check and the engine's answer to
+    their first segment, `active` those admitted and not yet closed."""
 
     def __init__(self, admission_on: bool) -> None:
         self.admission_on = admission_on
         self.starting = 0
+        self.active = 0
         self.refused = 0  # since the server started
         self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
 
     def room_left(self, stats: EngineStats) -> int:
         """How many more speeches of the usual size this API would start now (0: it refuses)."""
         taken = self.starting + sum(1 for at in self._admitted if at >= stats.taken_at)
-        if not self.admission_on or stats.num_running + stats.num_queued + taken == 0:
+        # NOTE: the report may be a quarter of a second old: a client that sends its next request
+        # the moment its last one ends must not be refused for a stream that is gone.
+        if not self.admission_on or self.starting + self.active == 0 or \
+                stats.num_running + stats.num_queued + taken == 0:
             return max(1, stats.room_streams - taken)
         return max(0, stats.room_streams - taken)
 
@@ -50,12 +56,18 @@ class EarlyRefusal:
         )
 
     @contextmanager
-    def start(self) -> Iterator[None]:
-        """Counts one speech as starting while the body runs (its first segment's preparation
-        and the engine's answer to it), and as admitted when the body completes."""
+    def start(self, synthesis: SegmentedSynthesis) -> Iterator[None]:
+        """Counts `synthesis` as starting while the body runs (its first segment's preparation
+        and the engine's answer to it), and when the body completes, as admitted and active
+        until it closes."""
         self.starting += 1
         try:
             yield
             self._admitted.append(time.monotonic())
+            self.active += 1
+            synthesis.on_close.append(self._ended)
         finally:
             self.starting -= 1
+
+    def _ended(self) -> None:
+        self.active -= 1

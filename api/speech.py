@@ -76,7 +76,7 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
     synthesis = SegmentedSynthesis(engine, segments, voice, model_speed, settings.client_backlog_seconds,
                                    settings.stalled_client_seconds)
     state.drain.register(synthesis)
-    with state.early_refusal.start():
+    with state.early_refusal.start(synthesis):
         try:
             await synthesis.start()
         except BaseException:

@@ -193,7 +193,7 @@ class Turn:
         try:
             state.drain.check()
             state.early_refusal.check(state.engine.stats)
-            with state.early_refusal.start():
+            with state.early_refusal.start(synthesis):
                 await synthesis.start()
             return None
         except ShuttingDown as exc:

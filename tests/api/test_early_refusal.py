@@ -10,13 +10,32 @@ from engine.errors import RequestRejected
 from engine.outputs import EngineStats
 
 
+class Speech:
+    """What the gate needs of a synthesis: callbacks run when it closes."""
+
+    def __init__(self) -> None:
+        self.on_close: list = []
+
+    def close(self) -> None:
+        for callback in self.on_close:
+            callback()
+
+
+def busy_gate() -> EarlyRefusal:
+    """A gate with one speech of its own in flight (the engine is not idle)."""
+    gate = EarlyRefusal(admission_on=True)
+    with gate.start(Speech()):
+        pass
+    return gate
+
+
 def stats(running: int, room: int, queued: int = 0, wait: float = 2.5, taken_at: float | None = None) -> EngineStats:
     return EngineStats(num_running=running, num_queued=queued, room_streams=room, seconds_until_room=wait,
                        taken_at=time.monotonic() if taken_at is None else taken_at)
 
 
 def test_room_passes_and_a_full_engine_refuses_with_its_projected_wait():
-    gate = EarlyRefusal(admission_on=True)
+    gate = busy_gate()
     gate.check(stats(running=3, room=1))
     with pytest.raises(RequestRejected) as info:
         gate.check(stats(running=3, room=0))
@@ -24,10 +43,24 @@ def test_room_passes_and_a_full_engine_refuses_with_its_projected_wait():
     assert gate.refused == 1
 
 
+def test_with_no_speech_of_its_own_in_flight_a_stale_full_report_refuses_nothing():
+    """A client that sends its next request the moment its last one ends: the report (up to a
+    quarter of a second old) still shows that stream and no room; the engine is idle."""
+    gate = EarlyRefusal(admission_on=True)
+    speech = Speech()
+    with gate.start(speech):
+        pass
+    report = stats(running=1, room=0, taken_at=time.monotonic() - 0.2)
+    with pytest.raises(RequestRejected):
+        gate.check(report)
+    speech.close()
+    gate.check(report)
+
+
 def test_speeches_being_started_or_admitted_since_the_report_take_its_room():
     gate = EarlyRefusal(admission_on=True)
     report = stats(running=2, room=2)
-    with gate.start(), gate.start():
+    with gate.start(Speech()), gate.start(Speech()):
         with pytest.raises(RequestRejected):
             gate.check(report)
     with pytest.raises(RequestRejected):  # both admitted after the report was taken
@@ -36,9 +69,9 @@ def test_speeches_being_started_or_admitted_since_the_report_take_its_room():
 
 
 def test_a_speech_the_engine_refused_takes_no_room():
-    gate = EarlyRefusal(admission_on=True)
+    gate = busy_gate()
     report = stats(running=1, room=1)
-    with pytest.raises(ValueError), gate.start():
+    with pytest.raises(ValueError), gate.start(Speech()):
         raise ValueError("refused by the engine")
     gate.check(report)
 
