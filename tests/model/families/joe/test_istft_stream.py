@@ -79,10 +79,13 @@ class Feeds:
         return self.inner.decode(frames, states, frames_before, totals)
 
 
-def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(latents):
+# joe's own chunking, and a first chunk longer than the left context (frames not fed yet must
+# outlive the first chunk's trimming).
+@pytest.mark.parametrize("fields", [{}, {"first_chunk_frames": 16, "left_context_frames": 4}])
+def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(latents, fields):
     codec = load_joe_codec(codec="istft")
     feeds = Feeds(codec.incremental)
-    config = StreamingConfig(urgent_slack_seconds=0).resolve(codec.window_hints)
+    config = StreamingConfig(urgent_slack_seconds=0, **fields).resolve(codec.window_hints)
     decoder = StreamingDecoder(codec, config, feeds)
     pieces: dict[int, list[np.ndarray]] = {i: [] for i in range(len(latents))}
     for i in pieces:
@@ -98,7 +101,7 @@ def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(
     assert decoder.num_streams == 0 and not decoder.take_failures()
     flush = -(-feeds.delay_samples // codec.samples_per_frame)
     assert feeds.frames == sum(len(z) + flush for z in latents)
-    first = codec.window_hints.first_chunk_frames * codec.samples_per_frame
+    first = config.first_chunk_frames * codec.samples_per_frame
     for i, z in enumerate(latents):
         whole = codec.decode(z[None])[0].numpy()
         streamed = np.concatenate(pieces[i])
