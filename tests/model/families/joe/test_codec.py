@@ -20,10 +20,8 @@ from engine.audio.decoder import StreamingDecoder
 from model.codecs.base import FrameCodec
 from model.families.joe.codec import OnnxFrameCodec, TorchFrameCodec, load_joe_codec
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, TeacherScales, open_session
+from tests.model.families.joe.streamed import PARITY, assert_equals_whole_decode, stream_through
 
-PARITY = 1e-4
-# Measured over 15 eval sentences: at most 1.8e-3 (median 7e-4) with first_lookahead_frames 8.
-FIRST_CHUNK_SEAM = 3e-3
 
 
 @pytest.fixture(scope="module")
@@ -91,28 +89,10 @@ def test_batched_streaming_equals_whole_decode(name, latents):
 
     counting = Counting()
     decoder = StreamingDecoder(counting, StreamingConfig().resolve(codec.window_hints))
-    pieces: dict[int, list[np.ndarray]] = {i: [] for i in range(len(latents))}
-    for i in pieces:
-        decoder.open(i)
-    for step in range(0, max(len(z) for z in latents), 5):
-        for i, z in enumerate(latents):
-            if step < len(z):
-                decoder.push(i, z[step : step + 5])
-                if step + 5 >= len(z):
-                    decoder.finish(i)
-        for i, chunk in decoder.decode_ready().items():
-            pieces[i].append(chunk.pcm)
-    assert decoder.num_streams == 0
+    pieces = stream_through(decoder, latents, 5)
     assert max(counting.batches) == 2  # equal-length windows of both streams in one call
-    hints = codec.window_hints
-    first = hints.first_chunk_frames * codec.samples_per_frame
-    for i, z in enumerate(latents):
-        whole = codec.decode(z[None])[0].numpy()
-        streamed = np.concatenate(pieces[i])
-        assert streamed.shape == whole.shape
-        # The first chunk looks 8 frames ahead, not 10: off by at most ~2e-3 at its end.
-        assert np.abs(streamed[:first] - whole[:first]).max() < FIRST_CHUNK_SEAM
-        assert np.abs(streamed[first:] - whole[first:]).max() < PARITY
+    # The first chunk looks 8 frames ahead, not 10: off by at most ~2e-3 at its end.
+    assert_equals_whole_decode(codec, latents, pieces, codec.window_hints.first_chunk_frames)
 
 
 def test_unknown_codec_is_refused():

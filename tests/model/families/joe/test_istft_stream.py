@@ -19,9 +19,8 @@ from engine.audio.decoder import StreamingDecoder
 from engine.audio.stage import AudioStage
 from engine.gpu_config import GpuConfig
 from model.families.joe.codec import load_joe_codec
+from tests.model.families.joe.streamed import PARITY, assert_equals_whole_decode, stream_through
 
-PARITY = 1e-4
-FIRST_CHUNK_SEAM = 3e-3  # as in test_codec.py: the first chunk's 8-frame lookahead
 
 
 @pytest.fixture(scope="module")
@@ -87,27 +86,11 @@ def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(
     feeds = Feeds(codec.incremental)
     config = StreamingConfig(urgent_slack_seconds=0, **fields).resolve(codec.window_hints)
     decoder = StreamingDecoder(codec, config, feeds)
-    pieces: dict[int, list[np.ndarray]] = {i: [] for i in range(len(latents))}
-    for i in pieces:
-        decoder.open(i)
-    for step in range(0, max(len(z) for z in latents), 8):  # the student's 8 frames a step
-        for i, z in enumerate(latents):
-            if step < len(z):
-                decoder.push(i, z[step : step + 8])
-                if step + 8 >= len(z):
-                    decoder.finish(i)
-        for i, chunk in decoder.decode_ready().items():
-            pieces[i].append(chunk.pcm)
-    assert decoder.num_streams == 0 and not decoder.take_failures()
+    pieces = stream_through(decoder, latents, 8)  # the student's 8 frames a step
+    assert not decoder.take_failures()
     flush = -(-feeds.delay_samples // codec.samples_per_frame)
     assert feeds.frames == sum(len(z) + flush for z in latents)
-    first = config.first_chunk_frames * codec.samples_per_frame
-    for i, z in enumerate(latents):
-        whole = codec.decode(z[None])[0].numpy()
-        streamed = np.concatenate(pieces[i])
-        assert streamed.shape == whole.shape
-        assert np.abs(streamed[:first] - whole[:first]).max() < FIRST_CHUNK_SEAM
-        assert np.abs(streamed[first:] - whole[first:]).max() < PARITY
+    assert_equals_whole_decode(codec, latents, pieces, config.first_chunk_frames)
 
 
 def test_a_stream_whose_decode_fails_ends_alone(latents):
