@@ -57,7 +57,7 @@ class _Stream:
     playback_start: float | None = None
     # Incremental decoding only: the decoder's state after frames [0, fed), and the exact
     # samples it returned that are not emitted yet, the first of them being sample `exact_start`.
-    state: list[Tensor] | None = None
+    state: list | None = None
     fed: int = 0
     exact: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     exact_start: int = 0

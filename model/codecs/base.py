@@ -40,14 +40,15 @@ class IncrementalDecoder(Protocol):
     [frames_before[b], + n) now, `decode` returns the samples [frames_before[b] * spf -
     delay_samples, + n * spf) of the whole decode (samples before 0 are meaningless; once
     `totals[b]`, the stream's frame count, is given, frames past it are the whole decode's zero
-    padding, so feeding ceil(delay_samples / spf) more frames of anything flushes its end)."""
+    padding, so feeding ceil(delay_samples / spf) more frames of anything flushes its end). A
+    state is opaque to the caller (tensors or host arrays, as the decoder runs)."""
 
     delay_samples: int
 
-    def initial_state(self) -> list[Tensor]: ...
+    def initial_state(self) -> list: ...
 
-    def decode(self, frames: Tensor, states: Sequence[Sequence[Tensor]], frames_before: Sequence[int],
-               totals: Sequence[int | None]) -> tuple[Tensor, list[list[Tensor]]]: ...
+    def decode(self, frames: Tensor, states: Sequence[Sequence], frames_before: Sequence[int],
+               totals: Sequence[int | None]) -> tuple[Tensor, list[list]]: ...
 
 
 class FrameCodec(ABC):
