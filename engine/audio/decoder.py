@@ -100,6 +100,11 @@ INCREMENTAL_PIECE_FRAMES = 64
 FEED_SLACK_SECONDS = 0.5
 
 
+def lag_frames(incremental: IncrementalDecoder, codec: FrameCodec) -> int:
+    """Whole frames the incremental decoder's audio lags the frames fed (what a flush feeds)."""
+    return -(-incremental.delay_samples // codec.samples_per_frame)
+
+
 def _rows(runner: CodecRunner, audio: object | list[np.ndarray | None]) -> list[np.ndarray | None]:
     """One array of samples (or None) per window from a group's audio: the runner's handle of a
     batch, or the host audio of each window (decoded one by one after a failed batch, or cut
@@ -127,12 +132,12 @@ class StreamingDecoder:
                                  "(set crossfade_samples to 0, or turn incremental off)")
             # A later chunk's audio is final once the decoder has had its lag's worth of frames
             # after it.
-            lag = -(-incremental.delay_samples // codec.samples_per_frame)
-            config = dataclasses.replace(config, lookahead_frames=max(config.lookahead_frames, lag))
+            config = dataclasses.replace(config, lookahead_frames=max(config.lookahead_frames, lag_frames(incremental, codec)))
         self.policy = ChunkPolicy(config)
         self.codec = codec
         self.config = config
         self.incremental = incremental
+        self._lag_frames = 0 if incremental is None else lag_frames(incremental, codec)
         self._streams: dict[Hashable, _Stream] = {}
         self._failures: dict[Hashable, Exception] = {}
         self._produced = 0  # frames pushed since the last launch
@@ -286,8 +291,7 @@ class StreamingDecoder:
         return slack <= FEED_SLACK_SECONDS or stream.received - stream.fed >= INCREMENTAL_PIECE_FRAMES
 
     def _feed_count(self, stream: _Stream, flush: bool) -> int:
-        lag = -(-self.incremental.delay_samples // self.codec.samples_per_frame) if flush else 0
-        return stream.received - stream.fed + lag
+        return stream.received - stream.fed + (self._lag_frames if flush else 0)
 
     def _feed(self, feeds: list[tuple[Hashable, bool]]) -> None:
         """Feeds each stream of `feeds` (id, whether to flush its end) every frame it has not

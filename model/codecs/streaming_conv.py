@@ -58,6 +58,7 @@ class StreamingConv:
         self.span = (kernel - 1) * dilation
         self.delay = self.span // 2
         self.channels = conv.in_channels
+        self.state_length = self.span
 
     @property
     def dtype(self) -> torch.dtype:
@@ -89,6 +90,7 @@ class StreamingUpsample:
         self.padding = (kernel - stride) // 2
         self.history = (kernel - stride) // stride  # earlier inputs an output still depends on
         self.channels = weight.shape[0]
+        self.state_length = self.history
         # [C_out * stride, C_in, h + 1]: row o * stride + j, tap t = weight[:, o, (h - t) * stride + j]
         taps = weight.detach().reshape(weight.shape[0], weight.shape[1], self.history + 1, stride).flip(2)
         self.polyphase = taps.permute(1, 3, 0, 2).reshape(weight.shape[1] * stride, weight.shape[0], self.history + 1)
@@ -126,6 +128,7 @@ class Delay:
     def __init__(self, channels: int, length: int, dtype: torch.dtype) -> None:
         self.channels = channels
         self.span = length
+        self.state_length = length
         self.dtype = dtype
 
     def __call__(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:

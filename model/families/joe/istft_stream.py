@@ -59,12 +59,10 @@ class IncrementalIstft(nn.Module):
         positions_lag = (self.conv_pre.delay * self.rate + self.upsample.padding + self.block_lag
                          + self.conv_in.delay + sum(c.delay for c in self.head_block) + self.conv_out.delay)
         self.delay_samples = positions_lag * head.hop + self.istft.padding
-        self.samples_per_frame = self.rate * head.hop
 
     def state_shapes(self) -> list[tuple[int, int]]:
         """One stream's state: [channels, history] per layer."""
-        return [(layer.channels, layer.history if isinstance(layer, StreamingUpsample) else layer.span)
-                for layer in self.layers]
+        return [(layer.channels, layer.state_length) for layer in self.layers]
 
     def forward(self, z: Tensor, frames_before: Tensor, totals: Tensor, *states: Tensor) -> tuple[Tensor, ...]:
         given = iter(states)
@@ -101,6 +99,11 @@ class IncrementalIstft(nn.Module):
         spectrum = at.apply(torch.cat([magnitude * torch.cos(phase), magnitude * torch.sin(phase)], dim=1))
         audio = run(self.istft, spectrum)[:, 0].clamp(-1.0, 1.0)
         return (audio, *new)
+
+
+def state_names(count: int) -> list[str]:
+    """The ONNX graph's state inputs (each one's output is `next_` + its name)."""
+    return [f"state_{i}" for i in range(count)]
 
 
 def _totals(totals: Sequence[int | None]) -> list[int]:
@@ -140,7 +143,7 @@ class OnnxIncrementalDecoder:
         self.delay_samples = module.delay_samples
         self._shapes = module.state_shapes()
         self.session = onnx_session(path, threads)
-        self._state_names = [f"state_{i}" for i in range(len(self._shapes))]
+        self._state_names = state_names(len(self._shapes))
 
     def initial_state(self) -> list[np.ndarray]:
         return [np.zeros(shape, np.float32) for shape in self._shapes]
@@ -157,7 +160,7 @@ class OnnxIncrementalDecoder:
 def export_incremental_onnx(module: IncrementalIstft, target: Path) -> Path:
     """Writes `module` to `target` as one ONNX graph: batch and piece length dynamic, each state
     an input (`state_i`) and an output (`next_state_i`)."""
-    names = [f"state_{i}" for i in range(len(module.layers))]
+    names = state_names(len(module.layers))
     states = [torch.zeros(2, *shape) for shape in module.state_shapes()]
     example = (torch.zeros(2, module.decoder.trunk.conv_pre.in_channels, 8), torch.zeros(2, dtype=torch.long),
                torch.full((2,), Positions.OPEN), *states)

@@ -49,8 +49,7 @@ class StreamedStack:
         self.lag = self.pre.delay * RATE + self.up.padding + self.slow.delay
 
     def initial_state(self, batch: int) -> list[Tensor]:
-        return [torch.zeros(batch, layer.channels, layer.history if isinstance(layer, StreamingUpsample) else layer.span)
-                for layer in self.layers]
+        return [torch.zeros(batch, layer.channels, layer.state_length) for layer in self.layers]
 
     def __call__(self, z: Tensor, before: Tensor, totals: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         new = []

@@ -15,7 +15,7 @@ from tests.voice_packages import require_voice_packages
 require_voice_packages()
 
 from engine.audio.config import StreamingConfig
-from engine.audio.decoder import StreamingDecoder
+from engine.audio.decoder import StreamingDecoder, lag_frames
 from engine.audio.stage import AudioStage
 from engine.gpu_config import GpuConfig
 from model.families.joe.codec import load_joe_codec
@@ -36,7 +36,7 @@ def codec(request):
 
 def test_pieces_of_any_size_and_a_batch_at_different_positions_equal_the_whole_decode(codec, latents):
     inc = codec.incremental
-    flush = -(-inc.delay_samples // codec.samples_per_frame)
+    flush = lag_frames(inc, codec)
     long, short = latents
     rng = np.random.default_rng(0)
     # The long stream goes alone for a while, then both go in batches of equal pieces.
@@ -88,7 +88,7 @@ def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(
     decoder = StreamingDecoder(codec, config, feeds)
     pieces = stream_through(decoder, latents, 8)  # the student's 8 frames a step
     assert not decoder.take_failures()
-    flush = -(-feeds.delay_samples // codec.samples_per_frame)
+    flush = lag_frames(feeds, codec)
     assert feeds.frames == sum(len(z) + flush for z in latents)
     assert_equals_whole_decode(codec, latents, pieces, config.first_chunk_frames)
 
