@@ -49,6 +49,31 @@ class AttentionMetadata:
     def num_tokens(self) -> int:
         return int(self.slot_mapping.shape[0])
 
+    def token_rows(self, seq_indices: list[int]) -> list[int]:
+        """The flat batch rows of the new tokens of the sequences `seq_indices`, in that order."""
+        starts = [0, *itertools.accumulate(self.query_lens)]
+        return [row for i in seq_indices for row in range(starts[i], starts[i + 1])]
+
+    def subset(self, seq_indices: list[int]) -> AttentionMetadata:
+        """The batch of only the sequences `seq_indices` (in that order), whose tokens are
+        `token_rows(seq_indices)` of this one; the cache layout is unchanged."""
+        device = self.seq_lens.device
+        index = torch.tensor(seq_indices, dtype=torch.int64, device=device)
+        query_lens = [self.query_lens[i] for i in seq_indices]
+        context_lens = [self.context_lens[i] for i in seq_indices]
+        rows = torch.tensor(self.token_rows(seq_indices), dtype=torch.int64, device=device)
+        return AttentionMetadata(
+            query_start_loc=torch.tensor([0, *itertools.accumulate(query_lens)], dtype=torch.int32, device=device),
+            seq_lens=self.seq_lens.index_select(0, index),
+            block_tables=self.block_tables.index_select(0, index),
+            slot_mapping=self.slot_mapping.index_select(0, rows),
+            query_lens=query_lens,
+            context_lens=context_lens,
+            max_query_len=max(query_lens),
+            max_seq_len=max(ctx + q for ctx, q in zip(context_lens, query_lens)),
+            block_size=self.block_size,
+        )
+
     @classmethod
     def build(
         cls,

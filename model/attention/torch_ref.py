@@ -14,20 +14,24 @@ from model.attention.metadata import AttentionMetadata
 class TorchReferenceBackend(AttentionBackend):
     """Reference paged attention built from plain PyTorch ops, with no python loop over sequences.
 
-    Each step pads the flat batch into ``[B, H, max_query_len, D]`` queries against ``[B, KVH, max_seq_len, D]``
-    keys/values gathered block-wise from the cache, runs one scaled_dot_product_attention under a mask that
-    admits key position k for the query at absolute position p iff k <= p, and unpads the result.
+    A step's sequences attend in at most two groups, the decoding ones (one query each) and the
+    prefilling ones. Each group pads its tokens into ``[B, H, max_query_len, D]`` queries against
+    ``[B, KVH, max_seq_len, D]`` keys/values gathered block-wise from the cache, runs one
+    scaled_dot_product_attention under a mask that admits key position k for the query at absolute
+    position p iff k <= p, and unpads the result. (One padded batch for both would give every
+    decoding stream a prefill chunk's worth of padded queries: with 16 streams decoding, a
+    130-token prefill cost 17 times its own attention.)
 
     Slots past a sequence's end are gathered but masked, so they contribute exactly zero as long as they hold
     finite values: the KV pool is zero-initialised (memory/kv_tensors.py) and only real keys and values are
-    ever written. The step's index and mask plan is built by the first layer and reused by the others.
+    ever written. The step's index and mask plans are built by the first layer and reused by the others.
     """
 
     name = "torch"
 
     def __init__(self) -> None:
         self._plan_meta: AttentionMetadata | None = None
-        self._plan: _StepPlan | None = None
+        self._plan: list[_GroupPlan] = []
 
     def forward(
         self,
@@ -38,38 +42,31 @@ class TorchReferenceBackend(AttentionBackend):
         meta: AttentionMetadata,
         scale: float,
     ) -> Tensor:
-        num_tokens, num_heads, head_dim = query.shape
-        num_seqs, max_query_len = meta.num_seqs, meta.max_query_len
         _write_new_kv(kv_cache, key, value, meta.slot_mapping)
+        groups = self._plan_for(meta, query.device)
+        if len(groups) == 1:
+            return groups[0].attend(query, kv_cache, scale)
+        out = torch.empty_like(query)
+        for group in groups:
+            out.index_copy_(0, group.rows, group.attend(query.index_select(0, group.rows), kv_cache, scale))
+        return out
 
-        plan = self._plan_for(meta, query.device)
-        decode_only = max_query_len == 1  # one query per sequence: the flat batch is already padded
-        if decode_only:
-            padded_query = query.view(num_seqs, 1, num_heads, head_dim).transpose(1, 2)
-        else:
-            padded_query = query.new_zeros(num_seqs * max_query_len, num_heads, head_dim)
-            padded_query.index_copy_(0, plan.padded_rows, query)
-            padded_query = padded_query.view(num_seqs, max_query_len, num_heads, head_dim).transpose(1, 2)
-        keys, values = _gather_kv(kv_cache, meta, plan.block_ids, query.dtype)
-        out = F.scaled_dot_product_attention(
-            padded_query, keys, values, attn_mask=plan.visible, scale=scale,
-            enable_gqa=num_heads != keys.shape[1],
-        )
-        out = out.transpose(1, 2).reshape(num_seqs * max_query_len, num_heads, head_dim)
-        return out if decode_only else out.index_select(0, plan.padded_rows)
-
-    def _plan_for(self, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
+    def _plan_for(self, meta: AttentionMetadata, device: torch.device) -> list["_GroupPlan"]:
         # NOTE: keyed on the metadata object itself (kept alive here), so a new step never reuses
         # an old plan even if Python hands the new object the old one's id.
         if self._plan_meta is not meta:
-            self._plan, self._plan_meta = _StepPlan.build(meta, device), meta
+            self._plan, self._plan_meta = _GroupPlan.split(meta, device), meta
         return self._plan
 
 
 @dataclass(slots=True)
-class _StepPlan:
-    """Everything about a step's attention that depends only on its metadata, not on the layer."""
+class _GroupPlan:
+    """Everything about one group's attention that depends only on the step's metadata, not on
+    the layer. Invariant: `meta` is the group's own batch (AttentionMetadata.subset), whose tokens
+    are the step's rows `rows` (None: the group is the whole step)."""
 
+    meta: AttentionMetadata
+    rows: Tensor | None
     padded_rows: Tensor | None  # [T]: each token's row in the padded [B * max_query_len] layout (None: decode)
     # [B, 1, max_query_len, max_seq_len] bool: key k is visible to the query at p iff k <= p;
     # None when every key gathered is visible (decode steps of equally long sequences).
@@ -77,15 +74,25 @@ class _StepPlan:
     block_ids: Tensor  # [B * blocks_needed]: the blocks to gather, row-major by sequence
 
     @classmethod
-    def build(cls, meta: AttentionMetadata, device: torch.device) -> "_StepPlan":
+    def split(cls, meta: AttentionMetadata, device: torch.device) -> list["_GroupPlan"]:
+        """The step's groups: decoding sequences, prefilling ones (either may be absent)."""
+        decoding = [i for i, q in enumerate(meta.query_lens) if q == 1]
+        if len(decoding) in (0, meta.num_seqs):
+            return [cls.build(meta, None, device)]
+        prefilling = [i for i, q in enumerate(meta.query_lens) if q > 1]
+        return [cls.build(meta.subset(seqs), torch.tensor(meta.token_rows(seqs), device=device), device)
+                for seqs in (decoding, prefilling)]
+
+    @classmethod
+    def build(cls, meta: AttentionMetadata, rows: Tensor | None, device: torch.device) -> "_GroupPlan":
         block_ids = sequence_block_ids(meta)
         if meta.max_query_len == 1:
             # Decode only: no padding, and each query sees its sequence's first seq_len keys
             # (no mask at all when every sequence has max_seq_len). Fewer small ops per step.
             if min(meta.context_lens) == max(meta.context_lens):
-                return cls(None, None, block_ids)
+                return cls(meta, rows, None, None, block_ids)
             key_positions = torch.arange(meta.max_seq_len, device=device)
-            return cls(None, (key_positions < meta.seq_lens[:, None])[:, None, None, :], block_ids)
+            return cls(meta, rows, None, (key_positions < meta.seq_lens[:, None])[:, None, None, :], block_ids)
         num_tokens = int(meta.num_tokens)
         query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
         token_seq = torch.repeat_interleave(
@@ -97,7 +104,26 @@ class _StepPlan:
         query_positions = context_lens[:, None] + torch.arange(meta.max_query_len, device=device)
         key_positions = torch.arange(meta.max_seq_len, device=device)
         visible = key_positions[None, None, :] <= query_positions[:, :, None]
-        return cls(padded_rows, visible[:, None], block_ids)
+        return cls(meta, rows, padded_rows, visible[:, None], block_ids)
+
+    def attend(self, query: Tensor, kv_cache: Tensor, scale: float) -> Tensor:
+        """The attention output of this group's `query` rows [T, H, D] (new keys already cached)."""
+        num_tokens, num_heads, head_dim = query.shape
+        num_seqs, max_query_len = self.meta.num_seqs, self.meta.max_query_len
+        decode_only = self.padded_rows is None  # one query per sequence: the flat batch is already padded
+        if decode_only:
+            padded_query = query.view(num_seqs, 1, num_heads, head_dim).transpose(1, 2)
+        else:
+            padded_query = query.new_zeros(num_seqs * max_query_len, num_heads, head_dim)
+            padded_query.index_copy_(0, self.padded_rows, query)
+            padded_query = padded_query.view(num_seqs, max_query_len, num_heads, head_dim).transpose(1, 2)
+        keys, values = _gather_kv(kv_cache, self.meta, self.block_ids, query.dtype)
+        out = F.scaled_dot_product_attention(
+            padded_query, keys, values, attn_mask=self.visible, scale=scale,
+            enable_gqa=num_heads != keys.shape[1],
+        )
+        out = out.transpose(1, 2).reshape(num_seqs * max_query_len, num_heads, head_dim)
+        return out if decode_only else out.index_select(0, self.padded_rows)
 
 
 def _write_new_kv(kv_cache: Tensor, key: Tensor, value: Tensor, slot_mapping: Tensor) -> None:

@@ -163,3 +163,24 @@ def test_backend_registry():
     assert get_attention_backend("torch").name == "torch"
     with pytest.raises(ValueError, match="torch"):
         get_attention_backend("no-such-backend")
+
+
+def test_subset_keeps_each_sequence_and_its_tokens():
+    meta = AttentionMetadata.build(query_lens=[3, 1, 2], context_lens=[2, 5, 0], block_tables=[[4, 1], [2, 0], [3]],
+                                   block_size=4)
+    assert meta.token_rows([2, 1]) == [4, 5, 3]
+    part = meta.subset([2, 1])
+    assert part.query_lens == [2, 1] and part.context_lens == [0, 5]
+    assert part.query_start_loc.tolist() == [0, 2, 3] and part.seq_lens.tolist() == [2, 6]
+    assert part.block_tables.tolist() == [[3, 0], [2, 0]]
+    assert part.slot_mapping.tolist() == [meta.slot_mapping[r].item() for r in (4, 5, 3)]
+    assert (part.max_query_len, part.max_seq_len) == (2, 6)
+
+
+def test_decoding_streams_are_not_padded_to_a_prefill_chunk(backend):
+    # The plan attends decoding and prefilling sequences apart: padding a decode row to a long
+    # prefill chunk multiplies the step's attention by the number of streams.
+    scenario = PagedScenario([(40, 1), (0, 33), (12, 1)], num_kv_heads=2, groups=2, block_size=8, seed=5)
+    torch.testing.assert_close(scenario.run(backend).double(), scenario.expected_output(), rtol=1e-5, atol=1e-5)
+    widths = sorted(group.meta.max_query_len for group in backend._plan)
+    assert widths == [1, 33]
