@@ -200,7 +200,7 @@ class EngineCore:
         step_seconds = time.perf_counter() - started
         if sched.chunks:
             rows = sum(1 for c in sched.chunks if c.num_new_tokens == 1)
-            self.step_cost.observe(rows, sched.num_batched_tokens - rows, step_seconds)
+            self.step_cost.observe(rows, sched.num_batched_tokens - rows, step_seconds, result.forward_seconds)
         self._update_stats(step_seconds, result.forward_seconds)
         return emitted
 

@@ -3,10 +3,15 @@
     step seconds ≈ a + b · decode rows + c · prefill tokens
 
 Everything the engine does in a step is in the observed time (forward, sampling, the codec's
-windows, bookkeeping), so the codec's cost per stream is folded into b. Steps scatter around
-that line (a step that decodes several streams' long codec windows takes twice the mean), so
-plans that must hold step after step use `predict_tail`: the line times the recent steps' usual
-worst ratio to it.
+work, bookkeeping), so the codec's cost per stream is folded into b. Steps scatter around that
+line (a step that decodes several streams' long codec windows takes twice the mean), so plans
+that must hold step after step use `predict_tail`: the line times the recent steps' usual worst
+ratio to it.
+
+The line is two fits added: the model's forward (a, b and c) and the rest of the step (a and b
+only). The rest is most of a CPU step's time and scatter, and nothing in it grows with a prompt:
+fitted as one line, the few steps that carry a prefill handed c whatever else slowed them (0.3
+ms a token where the forward spends 0.1).
 """
 from __future__ import annotations
 
@@ -48,7 +53,8 @@ def _solve3(m: list[list[float]], v: list[float]) -> list[float]:
 
 
 class StepCostModel:
-    """Least squares with exponential forgetting over the observed steps, anchored by a prior.
+    """The sum of two forgetting least-squares lines, the forward's and the rest of the step's,
+    and the tail of the observed steps' ratio to it.
 
     Invariant: `coefficients` (a, b, c) are never negative and `tail_factor` is at least 1, so
     neither prediction falls when rows or tokens are added (the deadline projections rely on
@@ -61,13 +67,10 @@ class StepCostModel:
         if min(prior) < 0:
             raise ValueError(f"prior coefficients must be >= 0, got {prior}")
         self.forgetting = forgetting
-        self._prior_xtx = [[0.0] * 3 for _ in range(3)]
-        self._prior_xty = [0.0] * 3
-        for rows, tokens in _PRIOR_POINTS:
-            x = (1.0, float(rows), float(tokens))
-            self._accumulate(self._prior_xtx, self._prior_xty, x, sum(p * f for p, f in zip(prior, x)), _PRIOR_WEIGHT)
-        self._xtx = [[0.0] * 3 for _ in range(3)]
-        self._xty = [0.0] * 3
+        # NOTE: the prior is the forward's: a step observed without its forward time counts as
+        # all forward, and until the first one that has it, the rest of the step is nothing.
+        self._forward = _ForgettingLine(forgetting, prior, prefill_term=True)
+        self._rest = _ForgettingLine(forgetting, (0.0, 0.0, 0.0), prefill_term=False)
         self.num_observed = 0
         self.coefficients = tuple(prior)
         self._ratios: deque[float] = deque(maxlen=_TAIL_WINDOW)
@@ -95,28 +98,58 @@ class StepCostModel:
         c = self.coefficients[2]
         return int(spare / c) if c > 0 else 2**31 - 1
 
-    def observe(self, decode_rows: int, prefill_tokens: int, seconds: float) -> None:
+    def observe(self, decode_rows: int, prefill_tokens: int, seconds: float,
+                forward_seconds: float | None = None) -> None:
+        """One step's rows, prefill tokens and time; `forward_seconds`: the part of it the
+        model's forward took (None: all of it)."""
+        forward_seconds = seconds if forward_seconds is None else min(max(forward_seconds, 0.0), seconds)
         predicted = self.predict(decode_rows, prefill_tokens)
-        seconds = min(seconds, _OUTLIER_FACTOR * predicted)
+        if seconds > _OUTLIER_FACTOR * predicted:
+            shrink = _OUTLIER_FACTOR * predicted / seconds  # both parts alike
+            seconds, forward_seconds = seconds * shrink, forward_seconds * shrink
         if predicted > 0:
             self._ratios.append(seconds / predicted)
-        for row in self._xtx:
-            row[:] = [self.forgetting * value for value in row]
-        self._xty[:] = [self.forgetting * value for value in self._xty]
-        self._accumulate(self._xtx, self._xty, (1.0, float(decode_rows), float(prefill_tokens)), seconds, 1.0)
+        self._forward.observe(decode_rows, prefill_tokens, forward_seconds)
+        self._rest.observe(decode_rows, 0, seconds - forward_seconds)
+        (fa, fb, fc), (ra, rb, _) = self._forward.coefficients, self._rest.coefficients
+        self.coefficients = (fa + ra, fb + rb, fc)
         self.num_observed += 1
-        self._refit()
         if self.num_observed % _TAIL_EVERY == 0:
             ordered = sorted(self._ratios)
             self.tail_factor = max(1.0, ordered[min(len(ordered) - 1, math.ceil(TAIL_QUANTILE * len(ordered)) - 1)])
+
+
+class _ForgettingLine:
+    """Least squares of seconds ≈ a + b · rows (+ c · tokens, with `prefill_term`) with
+    exponential forgetting, anchored by a prior. Invariant: `coefficients` are never negative,
+    and c is 0 without `prefill_term`."""
+
+    def __init__(self, forgetting: float, prior: tuple[float, float, float], prefill_term: bool) -> None:
+        self.forgetting = forgetting
+        self._always_pinned = set() if prefill_term else {2}
+        self._prior_xtx = [[0.0] * 3 for _ in range(3)]
+        self._prior_xty = [0.0] * 3
+        for rows, tokens in _PRIOR_POINTS:
+            x = (1.0, float(rows), float(tokens))
+            self._accumulate(self._prior_xtx, self._prior_xty, x, sum(p * f for p, f in zip(prior, x)), _PRIOR_WEIGHT)
+        self._xtx = [[0.0] * 3 for _ in range(3)]
+        self._xty = [0.0] * 3
+        self.coefficients = tuple(prior) if prefill_term else (prior[0], prior[1], 0.0)
+
+    def observe(self, rows: int, tokens: int, seconds: float) -> None:
+        for row in self._xtx:
+            row[:] = [self.forgetting * value for value in row]
+        self._xty[:] = [self.forgetting * value for value in self._xty]
+        self._accumulate(self._xtx, self._xty, (1.0, float(rows), float(tokens)), seconds, 1.0)
+        self._refit()
 
     def _refit(self) -> None:
         m = [[p + d for p, d in zip(prow, drow)] for prow, drow in zip(self._prior_xtx, self._xtx)]
         v = [p + d for p, d in zip(self._prior_xty, self._xty)]
         # A negative coefficient is noise (a step cannot get cheaper by doing more): pin it at 0
         # and refit the others, so the prediction still matches the data where they are.
-        pinned: set[int] = set()
-        fitted = _solve3(m, v)
+        pinned = set(self._always_pinned)
+        fitted = _solve3(*self._pin(m, v, pinned))
         while min(fitted) < 0:
             pinned.add(min(range(3), key=fitted.__getitem__))
             fitted = _solve3(*self._pin(m, v, pinned))

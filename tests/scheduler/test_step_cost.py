@@ -92,3 +92,29 @@ def test_any_observations_keep_costs_non_negative_and_monotone(observations):
         assert model.predict(rows + 1, tokens) >= model.predict(rows, tokens)
         assert model.predict(rows, tokens + 1) >= model.predict(rows, tokens)
         assert model.tail_factor >= 1 and model.predict_tail(rows, tokens) >= model.predict(rows, tokens)
+
+
+def test_the_prefill_rate_comes_from_the_forward_alone():
+    """The rest of a step (the codec) scatters and happens to be slow on the steps that carry a
+    prefill; the forward, which alone grows with a prompt, still gives c."""
+    model = StepCostModel()
+    for i in range(60):
+        for rows, tokens in ((4, 0), (16, 0), (12, 0), (16, 130), (8, 40)):
+            forward = 0.002 + 0.0005 * rows + 0.0001 * tokens
+            rest = 0.001 + 0.002 * rows + (0.03 if tokens else 0.0) + 0.01 * (i % 3)
+            model.observe(rows, tokens, forward + rest, forward)
+    a, b, c = model.coefficients
+    assert c == pytest.approx(0.0001, rel=0.05)
+    assert b == pytest.approx(0.0025, rel=0.2)
+    whole = StepCostModel()  # the same steps without their forward time: c takes the codec's 0.03
+    for i in range(60):
+        for rows, tokens in ((4, 0), (16, 0), (12, 0), (16, 130), (8, 40)):
+            whole.observe(rows, tokens, 0.003 + 0.0025 * rows + 0.0001 * tokens + (0.03 if tokens else 0.0) + 0.01 * (i % 3))
+    assert whole.coefficients[2] > 3 * c
+
+
+def test_a_forward_longer_than_its_step_counts_as_the_whole_step():
+    model = StepCostModel()
+    for _ in range(50):
+        model.observe(8, 0, 0.02, forward_seconds=0.05)
+    assert model.predict(8) == pytest.approx(0.02, rel=0.02)
