@@ -38,6 +38,10 @@ class PromptPool:
     their speech's arrival, then segment index); a job whose future is cancelled leaves the queue
     at once, and if it is running, its result is dropped; a failure reaches the job's awaiter.
 
+    With two workers or more, later segments run on at most `workers - 1` of them at once, so a
+    first segment that arrives finds a worker free or about to be (a later segment takes tens of
+    milliseconds and its audio is not needed for seconds).
+
     Its thread budget is `workers` threads: `prepare` itself stays single-threaded (the joe front
     end's onnxruntime sessions run one intra-op thread without spinning, model/families/joe/
     teacher.py; espeak is serialized by its own lock), apart from the engine core's torch threads.
@@ -57,6 +61,7 @@ class PromptPool:
         self._submissions = itertools.count()
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task] = []
+        self._later_running = 0
 
     async def start(self) -> PromptPool:
         self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="chorus-prompt")
@@ -107,9 +112,14 @@ class PromptPool:
         self._queued[kind] += change
         self.metrics.queue_depth.labels(kind).set(self._queued[kind])
 
+    def _may_take(self) -> bool:
+        """Whether a free worker may take the queue's most needed job now."""
+        return bool(self._queue) and (
+            self._queue[0].kind == FIRST or self._workers == 1 or self._later_running < self._workers - 1)
+
     async def _take(self) -> _Job:
         while True:
-            while not self._queue:
+            while not self._may_take():
                 self._has_jobs.clear()
                 await self._has_jobs.wait()
             job = heapq.heappop(self._queue)
@@ -125,6 +135,8 @@ class PromptPool:
             job = await self._take()
             started = time.monotonic()
             self.metrics.wait_seconds.labels(job.kind).observe(started - job.queued_at)
+            later = job.kind == LATER
+            self._later_running += later
             try:
                 prompt = await loop.run_in_executor(self._executor, self._prepare, job.text, job.voice, job.speed)
             except Exception as exc:  # the front end's refusal belongs to whoever asked
@@ -135,3 +147,6 @@ class PromptPool:
                     job.future.set_result(prompt)
             finally:
                 self.metrics.prepare_seconds.labels(job.kind).observe(time.monotonic() - started)
+                if later:
+                    self._later_running -= 1
+                    self._has_jobs.set()  # a worker held back from later segments may take one

@@ -126,3 +126,26 @@ def test_metrics_count_depth_wait_and_preparation_by_kind():
         assert sample(metrics, "chorus_prompt_queue_depth", kind) == 0
         assert sample(metrics, "chorus_prompt_wait_seconds_count", kind) == count
         assert sample(metrics, "chorus_prompt_prepare_seconds_count", kind) == count
+
+
+def test_later_segments_leave_a_worker_free_for_a_first_one():
+    """Two workers: while a later segment runs, a second later one waits, and a first segment
+    that arrives meanwhile starts at once."""
+    prepare = GatedPrepare()
+
+    async def main():
+        async with PromptPool(prepare, workers=2, metrics=PromptPoolMetrics()) as pool:
+            speech = pool.next_arrival()
+            held = pool.submit("gate", "v", 1.0, arrival=speech, index=1, first=False)
+            await asyncio.to_thread(prepare.gate_entered.wait, 10)
+            waiting = pool.submit("later 2", "v", 1.0, arrival=speech, index=2, first=False)
+            await asyncio.sleep(0.05)
+            assert not waiting.done()  # the other worker is kept for first segments
+            first = pool.submit("new first", "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+            await asyncio.wait_for(first, 5)
+            assert not waiting.done()
+            prepare.release()
+            await asyncio.gather(held, waiting)
+
+    asyncio.run(main())
+    assert prepare.ran == ["new first", "gate", "later 2"]
