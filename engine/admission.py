@@ -178,7 +178,9 @@ class Admission:
     # ---- helpers ---------------------------------------------------------------------------
 
     def _prefill_seconds(self, tokens: int) -> float:
-        return self.step_cost.tail_factor * self.step_cost.prefill_seconds(tokens)
+        # NOTE: at the mean rate: the tail factor is the scatter of whole steps (the codec's, as
+        # streams are fed), and the steps the prompt rides on are projected at it already.
+        return self.step_cost.prefill_seconds(tokens)
 
     def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
         # NOTE: an idle engine starts anything: waiting cannot make it start any sooner.

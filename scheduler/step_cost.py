@@ -26,6 +26,10 @@ _PRIOR_POINTS = ((1, 0), (16, 0), (1, 128))
 # Weight of each prior point: it never decays, so a direction the data never explore (steps
 # always of the same size cannot tell a from b) falls back to the prior instead of drifting.
 _PRIOR_WEIGHT = 0.1
+# The forward's line forgets more slowly than the rest's: one step in ten carries a prefill, and
+# c must rest on more than the last few of them (at 0.97 its estimate swung 0.13-0.25 ms a token
+# at 8 streams); a forward's cost changes only when the machine does.
+FORWARD_FORGETTING = 0.99
 # An observation above this many times the prediction is clipped to it: a garbage-collection
 # pause or a neighbour's burst on a shared machine must not shut admission for a minute.
 _OUTLIER_FACTOR = 4.0
@@ -61,15 +65,17 @@ class StepCostModel:
     that) and the tail is never below the mean.
     """
 
-    def __init__(self, forgetting: float = 0.97, prior: tuple[float, float, float] = PRIOR_COEFFICIENTS) -> None:
-        if not 0 < forgetting <= 1:
-            raise ValueError(f"forgetting must be in (0, 1], got {forgetting}")
+    def __init__(self, forgetting: float = 0.97, prior: tuple[float, float, float] = PRIOR_COEFFICIENTS,
+                 forward_forgetting: float = FORWARD_FORGETTING) -> None:
+        for name, value in (("forgetting", forgetting), ("forward_forgetting", forward_forgetting)):
+            if not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
         if min(prior) < 0:
             raise ValueError(f"prior coefficients must be >= 0, got {prior}")
         self.forgetting = forgetting
         # NOTE: the prior is the forward's: a step observed without its forward time counts as
         # all forward, and until the first one that has it, the rest of the step is nothing.
-        self._forward = _ForgettingLine(forgetting, prior, prefill_term=True)
+        self._forward = _ForgettingLine(forward_forgetting, prior, prefill_term=True)
         self._rest = _ForgettingLine(forgetting, (0.0, 0.0, 0.0), prefill_term=False)
         self.num_observed = 0
         self.coefficients = tuple(prior)

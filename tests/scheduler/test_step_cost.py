@@ -27,7 +27,7 @@ def test_varied_steps_recover_the_true_costs():
 
 
 def test_old_steps_are_forgotten_when_the_machine_slows_down():
-    model = StepCostModel(forgetting=0.95)
+    model = StepCostModel(forgetting=0.95, forward_forgetting=0.95)
     observe_mix(model, 0.004, 0.0015, 0.00003, repeats=40)
     observe_mix(model, 0.008, 0.003, 0.00006, repeats=40)
     assert model.predict(12) == pytest.approx(0.008 + 12 * 0.003, rel=0.05)
