@@ -164,11 +164,13 @@ class SegmentedSynthesis:
 
     async def _segment_chunks(self, index: int, chunk: AudioChunk) -> AsyncIterator[AudioChunk]:
         while True:
-            if index + 1 == len(self._queues) and not self._failed:
-                self._open_next()  # the current segment has started: run the next one ahead
             if chunk.finish_reason == "error":
                 raise SynthesisFailed(chunk.error or "the engine failed this request")
             yield chunk
+            if index + 1 == len(self._queues) and not self._failed:
+                # The current segment has started: run the next one ahead, now that its first
+                # chunk is on its way (encoded and written), not beside it.
+                self._open_next()
             if chunk.finished:
                 return
             chunk = await self._next_item(index)

@@ -296,3 +296,22 @@ def test_close_aborts_every_open_request():
     assert "segment 1" in started and "segment 3" not in started
     assert aborted == started and source.closed
     assert not re.search("finish", str(engine.events))
+
+
+def test_the_next_segment_starts_once_the_current_ones_first_chunk_is_handed_over():
+    """Not beside it: preparing and starting the next segment would take the CPU from the first
+    chunk's encoding and writing (an mp3 response's first bytes)."""
+    engine = FakeEngine()
+    seen: list[list[str]] = []
+
+    async def run():
+        synthesis = SegmentedSynthesis(engine, numbered(2), "v")
+        await synthesis.start()
+        async for _ in synthesis.pcm():
+            await asyncio.sleep(0.003)  # the consumer encodes and writes (the engine's next chunk is 10 ms away)
+            seen.append([text for kind, text in engine.events if kind == "start"])
+        synthesis.close()
+
+    asyncio.run(run())
+    assert seen[0] == ["segment 1"]
+    assert "segment 2" in seen[1]
