@@ -42,6 +42,10 @@ class CoreLoop:
         self._last_stats = 0.0
 
     def run(self) -> None:
+        # NOTE: the first stats carry a room estimate already: the API's early refusal acts on
+        # it from the first request on (the stats' default, no room, refused a second speech
+        # that came before the first report).
+        self.core.refresh_room_estimate()
         self.send([CoreReady(self.core.sample_rate, self.core.limits, self.core.stats)])
         while True:
             commands = self.receive(0.0 if self.core.has_work else STATS_INTERVAL_S)

@@ -57,6 +57,17 @@ def test_concurrent_requests_stream_in_order_and_finish_once(tiny_model, mode):
     assert stats.kv_blocks_used == 0 and stats.tokens_generated >= 6 * 42
 
 
+def test_the_ready_engines_stats_already_say_its_room(tiny_model):
+    """The API refuses early on the engine's room report: the first one comes with readiness, not
+    a quarter of a second later (the default, no room, refused a speech that came before it)."""
+    async def main():
+        async with EngineClient(engine_config(tiny_model, max_queue_delay=1.0)) as client:
+            return client.stats.room_streams, client.stats.taken_at
+
+    room, taken_at = run(main())
+    assert room > 0 and taken_at > 0
+
+
 def test_leaving_the_stream_early_aborts_and_frees_blocks(tiny_model):
     async def main():
         async with EngineClient(engine_config(tiny_model)) as client:
