@@ -185,8 +185,8 @@ class EngineCore:
         self._admit_queued(time.monotonic())
         emitted = self._run(self.scheduler.schedule(time.monotonic()))
         starting = self._first_audio_step_streams(time.monotonic())
-        if starting and (sched := self.scheduler.schedule_only(starting)).chunks:
-            emitted += self._run(sched)
+        if starting:
+            emitted += self._run(self.scheduler.schedule_only(starting))
         return emitted
 
     def _first_audio_step_streams(self, now: float) -> list[Sequence]:

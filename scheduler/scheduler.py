@@ -114,15 +114,11 @@ class Scheduler:
         return out
 
     def schedule_only(self, seqs: list[Sequence]) -> SchedulerOutput:
-        """A step of just `seqs` (those running, decoding and not paused), each its one token, in
-        that order; nothing else steps, nothing new is admitted, and nobody is preempted (a
-        sequence whose next token needs a block the pool does not have sits this step out)."""
+        """A step of just `seqs` (those running, decoding and not paused), in that order; nothing
+        else steps and nothing new is admitted."""
         out = SchedulerOutput()
-        for seq in seqs[: self.config.max_num_batched_tokens]:
-            if seq.status is not SequenceStatus.RUNNING or seq.paused or seq.num_uncomputed_tokens != 1:
-                continue
-            if self.kv.allocate_slots(seq.request_id, seq.num_computed_tokens + 1):
-                out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, 1))
+        chosen = [s for s in seqs if s.status is SequenceStatus.RUNNING and not s.paused and not s.is_prefilling]
+        self._schedule_running(chosen, self.config.max_num_batched_tokens, set(), out)
         return out
 
     def update_from_output(self, output: SchedulerOutput, stopped: Collection[str] = ()) -> dict[str, str]:

@@ -235,24 +235,3 @@ def test_a_stalled_stream_does_not_hold_prompts_back():
     a.deadline, b.deadline = -1.0, 8.0  # a's listener already ran dry: only b's slack counts
     sim.add("prompt", prompt_len=100, outputs=5)
     assert chunk_sizes(sim.step(now=0.0))["prompt"] == 60  # (8 - 0.5) / 0.125, within the 62 left
-
-
-def test_schedule_only_steps_just_the_streams_given_and_never_preempts():
-    sim, (a, b, c) = decoding_sim(3, skip_slack_seconds=None)
-    waiting = sim.add("late", prompt_len=4, outputs=10)
-    b.paused = True
-    out = sim.scheduler.schedule_only([c, b, a])
-    assert [(ch.seq.request_id, ch.num_new_tokens) for ch in out.chunks] == [("s2", 1), ("s0", 1)]
-    assert waiting in sim.scheduler.waiting  # nothing new is admitted
-
-    # Three blocks of 4 slots: after two steps the older stream holds one, full, and the newer
-    # two; the older one's next token needs a fourth block. A normal step would preempt the
-    # newer stream for it; this one leaves it out.
-    tight = Simulator(num_blocks=3, block_size=4, max_num_seqs=4, max_num_batched_tokens=16)
-    older, newer = tight.add("s0", prompt_len=3, outputs=50), tight.add("s1", prompt_len=4, outputs=50)
-    tight.step()
-    tight.step()
-    assert tight.kv.num_free_blocks == 0 and older.num_computed_tokens == 4
-    out = tight.scheduler.schedule_only([older])
-    assert out.chunks == [] and out.preempted_ids == []
-    assert newer.status is SequenceStatus.RUNNING and newer.num_preemptions == 0
