@@ -19,16 +19,11 @@ from model.families.base import SpeechFamily, SpeechPrompt
 from model.loader import load_family
 from model.sampling import SamplingParams
 from scheduler.deadlines import StreamOutlook
-from scheduler.output import SchedulerOutput
 from scheduler.scheduler import QueueFullError, Scheduler
 from scheduler.sequence import Sequence
 from scheduler.step_cost import StepCostModel
 
 logger = logging.getLogger("chorus.engine")
-
-# A step of only the streams about to have their first audio is taken when it costs at most this
-# share of a step of every running stream (see EngineCore._first_audio_step_streams).
-FIRST_AUDIO_STEP_SHARE = 0.5
 
 
 class EngineCore:
@@ -182,39 +177,9 @@ class EngineCore:
     # ---- one step --------------------------------------------------------------------------
 
     def step(self) -> list[AudioChunk]:
-        self._admit_queued(time.monotonic())
-        emitted = self._run(self.scheduler.schedule(time.monotonic()))
-        starting = self._first_audio_step_streams(time.monotonic())
-        if starting:
-            emitted += self._run(self.scheduler.schedule_only(starting))
-        return emitted
-
-    def _first_audio_step_streams(self, now: float) -> list[Sequence]:
-        """The streams one output away from their first audio, if a step of them alone is worth
-        taking now (else none).
-
-        Such a step makes their first audio come a whole batched step sooner (at 16 joe streams
-        on a CPU, 60 ms) for the price of a step of a few rows that every other stream waits for;
-        it is taken when that costs at most FIRST_AUDIO_STEP_SHARE of a batched step (where a
-        step's cost hardly grows with its rows, as on a GPU with few streams, it is not) and no
-        playing stream's listener would run dry waiting for it (one already dry is stalled
-        whatever happens, as the scheduler's prefill cap also assumes)."""
-        starting = [r.seq for r in self.requests.values()
-                    if r.first_audio is None and r.finish_reason is None and r.seq.num_output_tokens
-                    and self.admission.first_audio_outputs - r.seq.num_output_tokens == 1]
-        if not starting:
-            return []
-        cost = self.step_cost.predict(len(starting))
-        if cost > FIRST_AUDIO_STEP_SHARE * self.step_cost.predict(len(self.scheduler.running)):
-            return []
-        slacks = [r.seq.deadline - now for r in self.requests.values() if r.first_audio is not None]
-        if any(0 < slack < self.step_cost.predict_tail(len(starting)) for slack in slacks):
-            return []
-        return starting
-
-    def _run(self, sched: SchedulerOutput) -> list[AudioChunk]:
-        """One step of the model and the audio stage over `sched`."""
         started = time.perf_counter()
+        self._admit_queued(time.monotonic())
+        sched = self.scheduler.schedule(time.monotonic())
         streams = {c.seq.request_id: self.requests[c.seq.request_id].stream for c in sched.chunks}
         result = self.runner.execute(sched.chunks, streams)
         now = time.monotonic()

@@ -113,14 +113,6 @@ class Scheduler:
             self._schedule_running(skipping, self.config.max_num_batched_tokens, scheduled, out)
         return out
 
-    def schedule_only(self, seqs: list[Sequence]) -> SchedulerOutput:
-        """A step of just `seqs` (those running, decoding and not paused), in that order; nothing
-        else steps and nothing new is admitted."""
-        out = SchedulerOutput()
-        chosen = [s for s in seqs if s.status is SequenceStatus.RUNNING and not s.paused and not s.is_prefilling]
-        self._schedule_running(chosen, self.config.max_num_batched_tokens, set(), out)
-        return out
-
     def update_from_output(self, output: SchedulerOutput, stopped: Collection[str] = ()) -> dict[str, str]:
         """After the step that ran `output`: marks its tokens computed, publishes newly full prompt
         blocks to the prefix cache and counts one output for each chunk that produced one. Then
