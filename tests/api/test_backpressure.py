@@ -55,7 +55,10 @@ def test_a_slow_reader_pauses_its_generation_and_a_stalled_one_is_let_go(chorus_
         # runs ahead), and what the sockets and the transport hold (~2.3 s of pcm here); without
         # backpressure all ~40 s would be made within these 6 s.
         assert made < heard + 2 * BACKLOG_SECONDS + 3, (made, heard)
-        assert metric(live, "chorus_streams_running") == 1
+        # One speech holds at most two engine requests (the segment being read, and the next,
+        # opened once the current one's first chunk was read; api/synthesis.py): whether the
+        # earlier one has finished by now depends on the machine's speed, never more than two.
+        assert 1 <= metric(live, "chorus_streams_running") <= 2
         # Another client meanwhile is served as usual.
         other = httpx.post(f"{live.url}/v1/audio/speech", json=speech_body(), timeout=60)
         assert other.status_code == 200 and len(other.content) > 0
