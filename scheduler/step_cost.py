@@ -72,7 +72,6 @@ class StepCostModel:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
         if min(prior) < 0:
             raise ValueError(f"prior coefficients must be >= 0, got {prior}")
-        self.forgetting = forgetting
         # NOTE: the prior is the forward's: a step observed without its forward time counts as
         # all forward, and until the first one that has it, the rest of the step is nothing.
         self._forward = _ForgettingLine(forward_forgetting, prior, prefill_term=True)

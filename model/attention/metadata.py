@@ -54,14 +54,16 @@ class AttentionMetadata:
         starts = [0, *itertools.accumulate(self.query_lens)]
         return [row for i in seq_indices for row in range(starts[i], starts[i + 1])]
 
-    def subset(self, seq_indices: list[int]) -> AttentionMetadata:
-        """The batch of only the sequences `seq_indices` (in that order), whose tokens are
-        `token_rows(seq_indices)` of this one; the cache layout is unchanged."""
+    def subset(self, seq_indices: list[int], rows: Tensor | None = None) -> AttentionMetadata:
+        """The batch of only the sequences `seq_indices` (in that order), whose tokens are rows
+        `rows` of this one (int64; when not given, computed: `token_rows(seq_indices)`); the cache
+        layout is unchanged."""
         device = self.seq_lens.device
         index = torch.tensor(seq_indices, dtype=torch.int64, device=device)
         query_lens = [self.query_lens[i] for i in seq_indices]
         context_lens = [self.context_lens[i] for i in seq_indices]
-        rows = torch.tensor(self.token_rows(seq_indices), dtype=torch.int64, device=device)
+        if rows is None:
+            rows = torch.tensor(self.token_rows(seq_indices), dtype=torch.int64, device=device)
         return AttentionMetadata(
             query_start_loc=torch.tensor([0, *itertools.accumulate(query_lens)], dtype=torch.int32, device=device),
             seq_lens=self.seq_lens.index_select(0, index),

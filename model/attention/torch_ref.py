@@ -80,8 +80,11 @@ class _GroupPlan:
         if len(decoding) in (0, meta.num_seqs):
             return [cls.build(meta, None, device)]
         prefilling = [i for i, q in enumerate(meta.query_lens) if q > 1]
-        return [cls.build(meta.subset(seqs), torch.tensor(meta.token_rows(seqs), device=device), device)
-                for seqs in (decoding, prefilling)]
+        groups = []
+        for seqs in (decoding, prefilling):
+            rows = torch.tensor(meta.token_rows(seqs), dtype=torch.int64, device=device)
+            groups.append(cls.build(meta.subset(seqs, rows), rows, device))
+        return groups
 
     @classmethod
     def build(cls, meta: AttentionMetadata, rows: Tensor | None, device: torch.device) -> "_GroupPlan":

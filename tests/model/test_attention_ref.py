@@ -184,3 +184,7 @@ def test_decoding_streams_are_not_padded_to_a_prefill_chunk(backend):
     torch.testing.assert_close(scenario.run(backend).double(), scenario.expected_output(), rtol=1e-5, atol=1e-5)
     widths = sorted(group.meta.max_query_len for group in backend._plan)
     assert widths == [1, 33]
+    # Each group's batch writes the cache slots of the step's rows it stands for.
+    step = scenario.metadata()
+    for group in backend._plan:
+        assert group.meta.slot_mapping.tolist() == step.slot_mapping[group.rows].tolist()
