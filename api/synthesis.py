@@ -66,7 +66,8 @@ class SegmentedSynthesis:
     """Streams the audio of a speech's segments in order. Invariants: each segment's audio is
     yielded once, whole and in order; at most two engine requests are open (the one being
     streamed, and the next, whose prompt is taken from `segments` once the current one starts
-    streaming); segments after the first go to the engine as continuations; `close` aborts what
+    streaming); segments after the first go to the engine as continuations, each following the
+    one before (the engine counts its listener's wait from that one's end); `close` aborts what
     is open and drops preparations still pending; `words` holds each segment's words placed where
     its audio begins in what `pcm` yields (`position` samples so far); each engine request is
     paused while more than `backlog_seconds` of its audio waits for the consumer, and when
@@ -94,6 +95,7 @@ class SegmentedSynthesis:
         self.position = 0
         self.words = WordTimeline(self.sample_rate)
         self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
+        self._request_ids: dict[int, str] = {}  # each segment's engine request
         self._backlog = ClientBacklog(client, self.sample_rate, backlog_seconds, stall_seconds,
                                       on_stall or self._stop_reading)
         self._consumer: asyncio.Task | None = None  # the task iterating `pcm`
@@ -212,12 +214,13 @@ class SegmentedSynthesis:
                 queue.put_nowait(_NO_MORE)
                 return
             self._segment_words[index] = segment.prompt.words
-            request_id = uuid.uuid4().hex
+            request_id = self._request_ids[index] = uuid.uuid4().hex
             try:
                 async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,
                                                            request_id=request_id, speed=self._speed,
                                                            prompt=segment.prompt, continuation=index > 0,
-                                                           outputs_after=self._segments.outputs_after()):
+                                                           outputs_after=self._segments.outputs_after(),
+                                                           follows=self._request_ids.get(index - 1)):
                     queue.put_nowait(chunk)
                     self._backlog.added(request_id, chunk.pcm.size)
             finally:

@@ -123,6 +123,7 @@ class EngineClient:
         prompt: SpeechPrompt | None = None,
         continuation: bool = False,
         outputs_after: int = 0,
+        follows: str | None = None,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
         full queue, overload: see its `retry_after`), VoiceNotFoundError, or EngineDeadError.
@@ -132,7 +133,9 @@ class EngineClient:
         without it, this library path prepares on the default executor. `continuation`: a later
         segment of a speech already admitted; admission never refuses or delays it.
         `outputs_after`: what the speech's later segments are expected to take (admission
-        plans for the whole speech, not only this request)."""
+        plans for the whole speech, not only this request). `follows`: the request whose audio
+        is heard right before this one's (the previous segment): the engine then knows this
+        request's listener is not waiting for it until that audio has played."""
         if prompt is None:
             # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
             # milliseconds that would otherwise stall every other stream's chunks on this loop.
@@ -145,7 +148,7 @@ class EngineClient:
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post(AddRequest(request_id, prompt, params, priority, continuation, outputs_after))
+        self._post(AddRequest(request_id, prompt, params, priority, continuation, outputs_after, follows))
         finished = False
         try:
             while True:

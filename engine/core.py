@@ -69,12 +69,15 @@ class EngineCore:
 
     def add_request(
         self, request_id: str, prompt: SpeechPrompt, params: SamplingParams, priority: int = 0,
-        continuation: bool = False, outputs_after: int = 0,
+        continuation: bool = False, outputs_after: int = 0, follows: str | None = None,
     ) -> None:
         """Starts a request, queues it (admission), or raises RequestRejected; nothing else is
         affected either way. A `continuation` (a later segment of an admitted speech) starts.
         `outputs_after`: what the rest of its speech is expected to take after it, which
-        admission commits to as well (the engine sees one segment of a speech at a time)."""
+        admission commits to as well (the engine sees one segment of a speech at a time).
+        `follows`: the request whose audio its listener hears right before this one's (the
+        previous segment); its playback, deadlines and slack count from when that audio runs
+        out, and it takes over that request's `outputs_after`."""
         if request_id in self.requests or self.admission.is_queued(request_id):
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         prompt_len = len(prompt.token_ids)
@@ -102,13 +105,19 @@ class EngineCore:
         delay = self.config.scheduler.max_queue_delay
         request = Request(request_id, seq, stream, arrival=now,
                           first_audio_deadline=math.inf if delay is None else now + delay,
-                          outputs_after=max(0, outputs_after))
+                          outputs_after=max(0, outputs_after),
+                          follows=self.requests.get(follows) if follows is not None else None)
         try:
             if self.admission.offer(request, self._committed(now), now, continuation):
                 self._start(request)
         except RequestRejected:
             self.family.release(stream)
             raise
+        if request.follows is not None:
+            # NOTE: the rest of the speech is this request's to project now; counted on both, the
+            # projection would see one listener as two streams for as long as both generate.
+            request.follows.outputs_after = 0
+            self._follow(request)
 
     def take_refusals(self) -> list[tuple[str, RequestRejected]]:
         """Queued requests refused since the last call (by id); they are gone from the engine."""
@@ -196,6 +205,7 @@ class EngineCore:
             self._finish(self.requests[request_id], reason)
         emitted = self._emit_audio()
         for request in self.requests.values():
+            self._follow(request)
             request.seq.deadline = deadline_of(request, self.audio.playback(request.request_id))
         step_seconds = time.perf_counter() - started
         if sched.chunks:
@@ -203,6 +213,22 @@ class EngineCore:
             self.step_cost.observe(rows, sched.num_batched_tokens - rows, step_seconds, result.forward_seconds)
         self._update_stats(step_seconds, result.forward_seconds)
         return emitted
+
+    def _follow(self, request: Request) -> None:
+        """A later segment's listener plays it only once the audio before it has run out: its
+        playback (and so its slack) starts no sooner, and its first audio is due by then.
+        Predecessors come first in `requests` (added earlier), so theirs is already current."""
+        before = request.follows
+        if before is None or (plays_after := before.runs_dry_at(self.sample_rate)) is None:
+            return
+        request.plays_after = plays_after
+        self.audio.play_after(request.request_id, plays_after)
+        if request.first_audio is None:
+            # NOTE: never sooner than a new speech's: that moment counts only the earlier
+            # segment's audio out so far (most of it is still to come when this one starts).
+            request.first_audio_deadline = max(request.first_audio_deadline, plays_after)
+        if before.request_id not in self.requests:  # all its audio is out: the moment is final
+            request.follows = None
 
     def _accept(self, request: Request, output) -> bool:
         """Hands one output to the family and its frames to the codec; True when the family ended

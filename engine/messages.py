@@ -19,6 +19,8 @@ class AddRequest:
     continuation: bool = False
     # Outputs the rest of its speech is expected to take after this request (its later segments).
     outputs_after: int = 0
+    # The request whose audio its listener hears right before this one's (the previous segment).
+    follows: str | None = None
 
 
 @dataclass(slots=True)

@@ -25,13 +25,27 @@ class Request:
     arrival: float = field(default_factory=time.monotonic)
     # Its first audio is due by then (arrival + max_queue_delay; inf with admission off).
     first_audio_deadline: float = math.inf
-    # Outputs its speech's later segments are expected to take: admission commits to them too.
+    # Outputs its speech's later segments are expected to take: admission commits to them too
+    # (0 once the next segment's request follows this one: that request commits to them).
     outputs_after: int = 0
+    # The request of the same speech whose audio its listener hears right before this one's
+    # (None: the first segment, or one whose predecessor had gone), and when that audio runs out
+    # as far as it is out (its listener starts on this request's audio no sooner).
+    follows: Request | None = None
+    plays_after: float | None = None
     first_scheduled: float | None = None
     first_audio: float | None = None
     finish_reason: str | None = None
     error: str | None = None
     samples_emitted: int = 0
+
+    def runs_dry_at(self, sample_rate: int) -> float | None:
+        """When its listener will have played all of its audio out so far (None before its first
+        audio): playback starts at its first audio, or once the audio before it has run out."""
+        if self.first_audio is None:
+            return None
+        start = self.first_audio if self.plays_after is None else max(self.first_audio, self.plays_after)
+        return start + self.samples_emitted / sample_rate
 
     def metrics(self, sample_rate: int, now: float) -> RequestMetrics:
         return RequestMetrics(

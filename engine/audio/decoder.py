@@ -53,8 +53,10 @@ class _Stream:
     emitted: int = 0
     tail: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     finished: bool = False
-    # When the stream's first audio left (the assumed start of its playback).
+    # When the stream's first audio left (the assumed start of its playback, unless the listener
+    # is still hearing the audio before it until `plays_after`: a later segment of a speech).
     playback_start: float | None = None
+    plays_after: float | None = None
     # Incremental decoding only: the decoder's state after frames [0, fed), and the exact
     # samples it returned that are not emitted yet, the first of them being sample `exact_start`.
     state: list | None = None
@@ -158,6 +160,13 @@ class StreamingDecoder:
         """Where the stream's listener stands; None for a stream not open (or already flushed)."""
         stream = self._streams.get(stream_id)
         return None if stream is None else self._playback(stream)
+
+    def play_after(self, stream_id: Hashable, moment: float) -> None:
+        """The stream's listener hears other audio until `moment` (monotonic seconds): its
+        playback starts then, or at its first audio if that comes later."""
+        stream = self._streams.get(stream_id)
+        if stream is not None:
+            stream.plays_after = moment
 
     def open(self, stream_id: Hashable) -> None:
         if stream_id in self._streams:
@@ -402,12 +411,17 @@ class StreamingDecoder:
         return _Window(stream_id, first, stream.emitted, end, end + self.config.lookahead(stream.emitted), False)
 
     def _playback(self, stream: _Stream) -> Playback:
-        return Playback(stream.playback_start, stream.emitted * self._frame_seconds,
-                        (stream.received - stream.emitted) * self._frame_seconds)
+        start = stream.playback_start
+        if start is not None and stream.plays_after is not None:
+            start = max(start, stream.plays_after)
+        return Playback(start, stream.emitted * self._frame_seconds, (stream.received - stream.emitted) * self._frame_seconds)
 
     def _runs_dry_at(self, stream: _Stream, now: float) -> float:
         dry = self._playback(stream).runs_dry_at
-        return now if dry is None else dry
+        if dry is not None:
+            return dry
+        # Before its first audio: due now, or once the audio its listener hears before it runs out.
+        return now if stream.plays_after is None else max(now, stream.plays_after)
 
     def _window_frames(self, window: _Window, stream: _Stream) -> Tensor:
         return self._frames(stream, window.first, window.stop)

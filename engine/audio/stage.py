@@ -46,6 +46,10 @@ class AudioStage:
     def finish(self, stream_id: Hashable) -> None:
         self.decoder.finish(stream_id)
 
+    def play_after(self, stream_id: Hashable, moment: float) -> None:
+        """Its listener is busy with other audio until `moment` (StreamingDecoder.play_after)."""
+        self.decoder.play_after(stream_id, moment)
+
     def discard(self, stream_id: Hashable) -> None:
         self.decoder.discard(stream_id)
 

@@ -183,13 +183,15 @@ class FakeEngine:
         self.events: list[tuple[str, str]] = []
         self.starts: list[tuple[str, int, bool]] = []
         self.outputs_after: list[int] = []
+        self.links: list[tuple[str, str | None]] = []  # (request id, the id it follows) per start
 
     def pause(self, request_id: str, paused: bool) -> None:
         self.events.append(("pause" if paused else "resume", request_id))
 
     async def synthesize(self, text, voice, params, request_id=None, speed=1.0, prompt=None, continuation=False,
-                         outputs_after=0):
+                         outputs_after=0, follows=None):
         self.events.append(("start", text))
+        self.links.append((request_id, follows))
         self.outputs_after.append(outputs_after)
         self.starts.append((text, len(self.frontend.prepared) if self.frontend else 0, continuation))
         try:
@@ -251,6 +253,9 @@ def test_segments_stream_in_order_without_gaps_and_next_starts_early():
     assert order.index(("start", "segment 3")) < order.index(("finish", "segment 2"))
     assert synthesis.usage.as_dict() == {"input_tokens": 15, "output_tokens": 84, "total_tokens": 99}
     assert [continuation for *_, continuation in engine.starts] == [False, True, True]
+    # Each later segment's request names the one its audio follows.
+    ids = [request_id for request_id, _ in engine.links]
+    assert len(set(ids)) == 3 and [follows for _, follows in engine.links] == [None, ids[0], ids[1]]
     assert source.closed
 
 
