@@ -21,9 +21,9 @@ class SchedulerConfig:
     # by then is refused at once (HTTP 429). None turns admission off: every request goes to the
     # waiting queue whatever the load (offline use, and tests of the batching mechanics).
     max_queue_delay: float | None = 1.0
-    # A running stream whose listener holds more than this many seconds of audio sits out the
-    # step, making it cheaper for the streams that need it (a step's cost grows with its rows);
-    # None: every running stream takes every step.
+    # A running stream whose listener holds more than this many seconds of audio sits out steps
+    # that carry a prompt, making them cheaper for the new stream's first audio and the others (a
+    # step's cost grows with its rows); None: every running stream takes every step.
     skip_slack_seconds: float | None = 4.0
 
     def __post_init__(self) -> None:

@@ -108,7 +108,8 @@ def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy
 
 def check_deadline_rules(sim: Simulator, out, decoding: list, now: float) -> None:
     """Earliest deadline first among the decoding streams; only streams far ahead of their
-    listener sit out, and only when the step has other work; prefill fits the smallest slack."""
+    listener sit out, and only steps with other work and a prompt waiting or prefilling; prefill
+    fits the smallest slack."""
     in_step = {id(c.seq) for c in out.chunks}
     decoded = [c for c in out.chunks if any(c.seq is s for s in decoding)]
     deadlines = [c.seq.deadline for c in decoded]
@@ -117,6 +118,8 @@ def check_deadline_rules(sim: Simulator, out, decoding: list, now: float) -> Non
     if skipped:
         assert out.chunks, "a step left empty while streams sat out"
         assert all(SKIP_SLACK < s.deadline - now < math.inf for s in skipped)
+        carries_prompt = any(all(c.seq is not s for s in decoding) for c in out.chunks)
+        assert carries_prompt or sim.scheduler.waiting, "streams sat out a step no prompt needed"
     slacks = [d - now for d in deadlines if d - now > 0]
     prefill = sum(c.num_new_tokens for c in out.chunks if all(c.seq is not s for s in decoding))
     if slacks and prefill:

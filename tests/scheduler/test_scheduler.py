@@ -199,13 +199,20 @@ def test_a_paused_stream_takes_no_step_even_alone_and_keeps_its_blocks():
     assert list(chunk_sizes(sim.step(now=0.0))) == ["s0"]
 
 
-def test_a_stream_far_ahead_sits_out_steps_others_need():
+def test_a_stream_far_ahead_sits_out_steps_that_carry_a_prompt():
     sim, (ahead, behind, unknown) = decoding_sim(3, skip_slack_seconds=2.0)
     ahead.deadline, behind.deadline = 10.0 + 2.5, 10.0 + 0.5  # unknown keeps inf: no listener to outrun
-    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s1", "s2"]
-    assert sorted(chunk_sizes(sim.step())) == ["s0", "s1", "s2"]  # no clock, no skipping
-    sim.scheduler.abort("s1")
-    sim.scheduler.abort("s2")
+    # No prompt in the step: it is no faster for anyone without the stream ahead.
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s0", "s1", "s2"]
+    sim.add("s3", prompt_len=4, outputs=100)  # a new stream, whose first audio waits on its prompt
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s1", "s2", "s3"]
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s0", "s1", "s2", "s3"]  # prompt done
+    sim.add("s4", prompt_len=4, outputs=100)
+    assert sorted(chunk_sizes(sim.step())) == ["s0", "s1", "s2", "s3", "s4"]  # no clock, no skipping
+    for rid in ("s1", "s2", "s3", "s4"):
+        sim.scheduler.abort(rid)
+    sim.add("s5", prompt_len=4, outputs=100)
+    sim.scheduler.waiting[0].paused = True  # a prompt that cannot start now: the step would be empty
     assert list(chunk_sizes(sim.step(now=10.0))) == ["s0"]  # nobody else needs the step
 
 
