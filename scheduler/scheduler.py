@@ -37,9 +37,8 @@ class Scheduler:
       so a long prompt delays a running stream by at most one chunk.
     - With a clock (`schedule(now)`): a decoding stream sits out a step only when its listener
       holds more than `skip_slack_seconds` of audio, a prompt is waiting or prefilling, and the
-      step has other work; and the step's
-      prefill tokens are limited so that `step_cost` predicts it to end before the smallest
-      positive slack among the streams it decodes.
+      step has other work; and the step's prefill tokens are limited so that `step_cost`
+      predicts it to end before the smallest positive slack among the streams it decodes.
     - When blocks run out, the lowest-priority, newest unscheduled running sequence is preempted:
       its blocks are freed, its computed count reset, and it waits at the front (by arrival).
     - Every sequence ends exactly once, through `finish` (or `abort`), which frees its blocks.
