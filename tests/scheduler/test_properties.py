@@ -84,6 +84,7 @@ def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy
             for seq in sim.scheduler.running:
                 seq.deadline = clock.choice([math.inf, now - 1.0, now + clock.uniform(0.0, 2.0)])
         decoding = [s for s in sim.scheduler.running if not s.is_prefilling]
+        prompt_pending = bool(sim.scheduler.waiting) or len(decoding) < len(sim.scheduler.running)
         out = sim.step(now)
         ids = [c.seq.request_id for c in out.chunks]
         assert len(ids) == len(set(ids)), "a sequence scheduled twice in one step"
@@ -94,7 +95,7 @@ def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy
             if chunk is not None and c.seq.is_prefilling:
                 assert c.num_new_tokens <= chunk
         if now is not None:
-            check_deadline_rules(sim, out, decoding, now)
+            check_deadline_rules(sim, out, decoding, now, prompt_pending)
         owned = sum(sim.kv.num_request_blocks(s.request_id) for s in sim.scheduler.running)
         assert sim.kv.num_used_blocks <= owned  # shared prefix blocks are counted once
         assert all(sim.kv.num_request_blocks(s.request_id) == 0 for s in sim.scheduler.waiting)
@@ -106,7 +107,7 @@ def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy
         assert sim.sequences[rid].num_output_tokens == outputs  # counted once each, preempted or not
 
 
-def check_deadline_rules(sim: Simulator, out, decoding: list, now: float) -> None:
+def check_deadline_rules(sim: Simulator, out, decoding: list, now: float, prompt_pending: bool) -> None:
     """Earliest deadline first among the decoding streams; only streams far ahead of their
     listener sit out, and only steps with other work and a prompt waiting or prefilling; prefill
     fits the smallest slack."""
@@ -118,8 +119,7 @@ def check_deadline_rules(sim: Simulator, out, decoding: list, now: float) -> Non
     if skipped:
         assert out.chunks, "a step left empty while streams sat out"
         assert all(SKIP_SLACK < s.deadline - now < math.inf for s in skipped)
-        carries_prompt = any(all(c.seq is not s for s in decoding) for c in out.chunks)
-        assert carries_prompt or sim.scheduler.waiting, "streams sat out a step no prompt needed"
+        assert prompt_pending, "streams sat out a step while no prompt was waiting or prefilling"
     slacks = [d - now for d in deadlines if d - now > 0]
     prefill = sum(c.num_new_tokens for c in out.chunks if all(c.seq is not s for s in decoding))
     if slacks and prefill:
