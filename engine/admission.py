@@ -3,8 +3,11 @@
 Otherwise it waits, at most until its first-audio deadline (arrival + `max_queue_delay`), or is
 refused at once, with the seconds until the engine expects room for it, when it could not start
 in time. The projection is scheduler/deadlines.py's; the step costs are the engine's measured
-`StepCostModel`, at their usual worst (`predict_tail`: a plan that holds only for the mean step
-lets streams stall on every slower one); each stream's slack is the audio stage's (`Playback`).
+`StepCostModel`: the predicted steps plus how far runs of steps have usually overrun their
+prediction (`overrun`: a plan that holds only for the mean step lets streams stall on every
+slower one, and one that charges every step at its own tail, `predict_tail`, took the engine
+for 1.6 times slower than it ran and refused streams it had room for); each stream's slack is
+the audio stage's (`Playback`).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from engine.errors import RequestRejected
 from engine.request import Request
 from scheduler.config import SchedulerConfig
 from scheduler.deadlines import StreamOutlook, all_keep_slack, realtime_capacity, start_delay, timeline_of
+from scheduler.overrun import Overrun
 from scheduler.sequence import Sequence
 from scheduler.step_cost import StepCostModel
 
@@ -97,7 +101,7 @@ class Admission:
             return True
         newcomers = self.queue + [request]
         if start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at),
-                       self.step_cost.predict_tail, self.step_audio) is None:
+                       self.step_cost.predict, self.step_audio, self._overrun(len(committed) + len(newcomers))) is None:
             raise self._refusal(committed, newcomers, now)
         self.queue.append(request)
         self.counts.queued += 1
@@ -152,8 +156,9 @@ class Admission:
             return 0.0
         newcomer = self.typical.request(now, self.max_queue_delay)
         fits = lambda running, at: self._fits(running, self.queue + [newcomer], now + at, fresh=True)  # noqa: E731
-        delay = start_delay(committed, fits, self.step_cost.predict_tail, self.step_audio)
-        return timeline_of(committed, self.step_cost.predict_tail, self.step_audio).seconds[-1] if delay is None else delay
+        overrun = self._overrun(len(committed) + len(self.queue) + 1)
+        delay = start_delay(committed, fits, self.step_cost.predict, self.step_audio, overrun)
+        return timeline_of(committed, self.step_cost.predict, self.step_audio, overrun).end if delay is None else delay
 
     def room_now(self, committed: list[StreamOutlook], now: float, limit: int = ROOM_LIMIT) -> int:
         """How many typical new requests (at most `limit`) could start now, one after another,
@@ -172,10 +177,15 @@ class Admission:
         return len(newcomers)
 
     def capacity(self) -> int:
-        """Streams the engine can step faster than real time, as its step costs stand now."""
-        return realtime_capacity(self.step_cost.predict_tail, self.step_audio, self.max_num_seqs)
+        """Streams the engine can step faster than real time, as its step costs stand now (the
+        predicted ones: a run of steps averages out to them)."""
+        return realtime_capacity(self.step_cost.predict, self.step_audio, self.max_num_seqs)
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def _overrun(self, streams: int) -> Overrun:
+        # NOTE: scaled by a step of all of them: steps only get cheaper as streams end.
+        return self.step_cost.overrun(streams)
 
     def _prefill_seconds(self, tokens: int) -> float:
         # NOTE: at the mean rate: the tail factor is the scatter of whole steps (the codec's, as
@@ -196,7 +206,7 @@ class Admission:
         # NOTE: a listener must hold a slow step's audio beyond the projection's: its audio leaves
         # in windows, after a step, not the instant its frames exist.
         margin = self.step_cost.predict_tail(len(streams))
-        return all_keep_slack(streams, self.step_cost.predict_tail, self.step_audio, margin)
+        return all_keep_slack(streams, self.step_cost.predict, self.step_audio, margin, self._overrun(len(streams)))
 
     def _newcomer(self, request: Request, now: float, fresh: bool) -> StreamOutlook:
         left = self.max_queue_delay if fresh else request.first_audio_deadline - now
@@ -206,16 +216,18 @@ class Admission:
 
     def _first_audio_after(self, request: Request, running: int, now: float) -> float:
         """When `request`'s first audio would come if it started now next to `running` streams."""
-        steps = self.first_audio_outputs * self.step_cost.predict_tail(running + 1)
+        steps = self.first_audio_outputs * self.step_cost.predict(running + 1)
+        steps += self._overrun(running + 1)(self.first_audio_outputs)
         return now + self._prefill_seconds(request.seq.num_prompt_tokens) + steps
 
     def _refusal(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> RequestRejected:
         """The refusal of the last of `newcomers`; its retry_after is when they could all start
         had they arrived then, or failing that, when every committed stream will have ended."""
+        overrun = self._overrun(len(committed) + len(newcomers))
         retry_after = start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at, fresh=True),
-                                  self.step_cost.predict_tail, self.step_audio)
+                                  self.step_cost.predict, self.step_audio, overrun)
         if retry_after is None:
-            retry_after = timeline_of(committed, self.step_cost.predict_tail, self.step_audio).seconds[-1]
+            retry_after = timeline_of(committed, self.step_cost.predict, self.step_audio, overrun).end
         self.counts.refused += 1
         return RequestRejected(
             f"the engine is at its real-time capacity ({len(committed)} streams); retry in {retry_after:.1f} s",

@@ -5,9 +5,11 @@ over k more steps a stream's slack changes by
 
     gain(k) = k · step_audio - (seconds the next k steps take)
 
-The same for every stream; steps get cheaper as streams finish, so gain is convex in k (it
-falls while steps are slower than real time, then rises) and a stream's lowest slack on its way
-to its end is at the lowest point of gain within its remaining steps.
+The same for every stream. The seconds are the predicted steps' plus their `Overrun`, how far
+k steps in a row may run over their prediction at their usual worst (scheduler/overrun.py:
+concave in k, and charged once, not step by step). Steps get cheaper as streams finish, so
+gain is convex in k (it falls while steps are slower than real time, then rises) and a stream's
+lowest slack on its way to its end is at the lowest point of gain within its remaining steps.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import bisect
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+from scheduler.overrun import NO_OVERRUN, Overrun
 
 StepSeconds = Callable[[int], float]  # decode rows → seconds of one step
 
@@ -45,11 +49,13 @@ class StreamOutlook:
 class Timeline:
     """Wall seconds of the next k steps, if the streams that have `remaining` steps left each
     take one per step until their end (the newest arrivals' prefill adds `extra_seconds` to the
-    first step). Piecewise linear in k: it bends where a stream ends."""
+    first step), plus `overrun(k)`. Piecewise linear and concave in k: it bends where a stream
+    ends and where the overrun does."""
 
     def __init__(self, remaining: Sequence[int], step_seconds: StepSeconds, step_audio: float,
-                 extra_seconds: float = 0.0) -> None:
+                 extra_seconds: float = 0.0, overrun: Overrun = NO_OVERRUN) -> None:
         self.step_audio = step_audio
+        self.overrun = overrun
         ends = sorted(r for r in remaining if r > 0)
         self.steps = [0]
         self.seconds = [extra_seconds]
@@ -61,15 +67,23 @@ class Timeline:
             active = len(ends) - index - 1
         # The lowest point of gain over the bends (and the first step): where the later steps
         # start to be faster than real time.
-        candidates = [1] + self.steps[1:]
+        candidates = [1] + self.steps[1:] + [k for k in overrun.bends if k > 1]
         self.lowest_step = min(candidates, key=self.gain)
 
     @property
     def last_step(self) -> int:
         return self.steps[-1]
 
+    @property
+    def end(self) -> float:
+        """Seconds until every stream has ended."""
+        return self.elapsed(self.last_step)
+
     def elapsed(self, k: int) -> float:
         """Seconds until k more steps have run (k at most `last_step`, or beyond it for nothing)."""
+        return self._predicted(k) + self.overrun(k)
+
+    def _predicted(self, k: int) -> float:
         i = bisect.bisect_left(self.steps, k)
         if i == 0:
             return self.seconds[0]
@@ -102,17 +116,18 @@ def lowest_slack(outlook: StreamOutlook, timeline: Timeline) -> float:
     return min(outlook.ahead - starts_at, playing)
 
 
-def timeline_of(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, step_audio: float) -> Timeline:
+def timeline_of(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, step_audio: float,
+                overrun: Overrun = NO_OVERRUN) -> Timeline:
     """The timeline `streams` run on, their prompts' prefill charged to the first step."""
     return Timeline([s.remaining_steps for s in streams], step_seconds, step_audio,
-                    sum(s.prefill_seconds for s in streams))
+                    sum(s.prefill_seconds for s in streams), overrun)
 
 
 def all_keep_slack(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, step_audio: float,
-                   margin: float = 0.0) -> bool:
+                   margin: float = 0.0, overrun: Overrun = NO_OVERRUN) -> bool:
     """Whether every stream keeps more than `margin` seconds of slack (and meets its first-audio
     deadline by that much) until its end."""
-    timeline = timeline_of(streams, step_seconds, step_audio)
+    timeline = timeline_of(streams, step_seconds, step_audio, overrun)
     return all(lowest_slack(s, timeline) > margin for s in streams)
 
 
@@ -130,14 +145,15 @@ def advance(outlook: StreamOutlook, k: int, timeline: Timeline) -> StreamOutlook
 
 
 def start_delay(committed: Sequence[StreamOutlook], fits: Callable[[list[StreamOutlook], float], bool],
-                step_seconds: StepSeconds, step_audio: float) -> float | None:
+                step_seconds: StepSeconds, step_audio: float, overrun: Overrun = NO_OVERRUN) -> float | None:
     """Seconds until newcomers can start: the earliest moment a committed stream ends (or now)
     at which `fits(the streams still running then, seconds from now)` holds; None if it holds
     at none of them, not even once every committed stream has ended."""
     if fits(list(committed), 0.0):
         return 0.0
-    timeline = timeline_of(committed, step_seconds, step_audio)
-    for k, at in zip(timeline.steps[1:], timeline.seconds[1:]):
+    timeline = timeline_of(committed, step_seconds, step_audio, overrun)
+    for k in timeline.steps[1:]:
+        at = timeline.elapsed(k)
         if fits([advance(s, k, timeline) for s in committed if s.remaining_steps > k], at):
             return at
     return None

@@ -4,9 +4,10 @@
 
 Everything the engine does in a step is in the observed time (forward, sampling, the codec's
 work, bookkeeping), so the codec's cost per stream is folded into b. Steps scatter around that
-line (a step that decodes several streams' long codec windows takes twice the mean), so plans
-that must hold step after step use `predict_tail`: the line times the recent steps' usual worst
-ratio to it.
+line (a step that decodes several streams' long codec windows takes twice the mean): a plan
+that must hold through one step uses `predict_tail`, the line times the recent steps' usual
+worst ratio to it; a plan over many steps uses the line plus `overrun`, how far a run of steps
+has usually overrun its prediction (scheduler/overrun.py), which grows far slower than the run.
 
 The line is two fits added: the model's forward (a, b and c) and the rest of the step (a and b
 only). The rest is most of a CPU step's time and scatter, and nothing in it grows with a prompt:
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+
+from scheduler.overrun import NO_OVERRUN, Overrun, measured_overrun
 
 # NOTE: priors of a small model on a few CPU cores; they only matter for the first steps, which
 # replace them within a few dozen observations (a GPU's steps are far cheaper, a slow CPU's dearer).
@@ -33,8 +36,8 @@ FORWARD_FORGETTING = 0.99
 # An observation above this many times the prediction is clipped to it: a garbage-collection
 # pause or a neighbour's burst on a shared machine must not shut admission for a minute.
 _OUTLIER_FACTOR = 4.0
-# predict_tail's quantile of recent steps' observed ÷ predicted time, over this many steps,
-# recomputed every _TAIL_EVERY steps (a sort of a few hundred floats).
+# predict_tail's (and overrun's) quantile of recent steps' observed ÷ predicted time, over this
+# many steps, recomputed every _TAIL_EVERY steps (sorts of a few hundred floats).
 TAIL_QUANTILE = 0.9
 _TAIL_WINDOW = 256
 _TAIL_EVERY = 16
@@ -58,11 +61,12 @@ def _solve3(m: list[list[float]], v: list[float]) -> list[float]:
 
 class StepCostModel:
     """The sum of two forgetting least-squares lines, the forward's and the rest of the step's,
-    and the tail of the observed steps' ratio to it.
+    and the tails of the observed steps' ratio to it, of one step and of runs of steps.
 
     Invariant: `coefficients` (a, b, c) are never negative and `tail_factor` is at least 1, so
     neither prediction falls when rows or tokens are added (the deadline projections rely on
-    that) and the tail is never below the mean.
+    that) and the tail is never below the mean; `overrun_steps` is concave, non-decreasing and
+    never negative (scheduler/overrun.py).
     """
 
     def __init__(self, forgetting: float = 0.97, prior: tuple[float, float, float] = PRIOR_COEFFICIENTS,
@@ -80,6 +84,7 @@ class StepCostModel:
         self.coefficients = tuple(prior)
         self._ratios: deque[float] = deque(maxlen=_TAIL_WINDOW)
         self.tail_factor = 1.0
+        self.overrun_steps = NO_OVERRUN  # in predicted steps
 
     def predict(self, decode_rows: int, prefill_tokens: int = 0) -> float:
         a, b, c = self.coefficients
@@ -89,6 +94,11 @@ class StepCostModel:
         """What such a step takes at worst, as most recent steps went (TAIL_QUANTILE of them
         took at most this much, relative to `predict`)."""
         return self.tail_factor * self.predict(decode_rows, prefill_tokens)
+
+    def overrun(self, decode_rows: int) -> Overrun:
+        """Seconds by which the next k steps of about `decode_rows` rows may overrun their
+        predicted total, as runs of recent steps went (their TAIL_QUANTILE)."""
+        return self.overrun_steps.scaled(self.predict(decode_rows))
 
     def prefill_seconds(self, prefill_tokens: int) -> float:
         """What `prefill_tokens` add to a step."""
@@ -122,6 +132,7 @@ class StepCostModel:
         if self.num_observed % _TAIL_EVERY == 0:
             ordered = sorted(self._ratios)
             self.tail_factor = max(1.0, ordered[min(len(ordered) - 1, math.ceil(TAIL_QUANTILE * len(ordered)) - 1)])
+            self.overrun_steps = measured_overrun(list(self._ratios), TAIL_QUANTILE)
 
 
 class _ForgettingLine:

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.overrun import NO_OVERRUN, Overrun, measured_overrun
 from scheduler.deadlines import (
     StreamOutlook,
     Timeline,
@@ -23,14 +24,15 @@ def linear(a: float, b: float):
     return lambda rows: a + b * rows
 
 
-def stepped_lowest_slacks(streams, step_seconds, step_audio, extra=0.0, after=0) -> list[float]:
+def stepped_lowest_slacks(streams, step_seconds, step_audio, extra=0.0, after=0, overrun=NO_OVERRUN) -> list[float]:
     """The reference: run every stream one step at a time and watch each listener (from step
-    `after` + 1 on)."""
+    `after` + 1 on); the first k steps together run `overrun(k)` over their predicted seconds."""
     lowest = [math.inf] * len(streams)
     starts: dict[int, float] = {}
-    elapsed = extra
+    predicted = extra
     for k in range(1, max((s.remaining_steps for s in streams), default=0) + 1):
-        elapsed += step_seconds(sum(1 for s in streams if s.remaining_steps >= k))
+        predicted += step_seconds(sum(1 for s in streams if s.remaining_steps >= k))
+        elapsed = predicted + overrun(k)
         for i, s in enumerate(streams):
             if s.remaining_steps < k:
                 continue
@@ -73,6 +75,16 @@ def test_a_newcomer_must_have_its_first_audio_by_its_deadline():
     assert not all_keep_slack([StreamOutlook(0.5, 50, first_audio_steps=3, prefill_seconds=0.5)], step, 0.1)
 
 
+def test_a_run_of_steps_is_charged_its_overrun_once():
+    overrun = Overrun(((1, 0.05), (8, 0.12)))
+    timeline = Timeline([20], linear(0.0, 0.1), step_audio=0.1, overrun=overrun)
+    assert timeline.elapsed(1) == pytest.approx(0.1 + 0.05)
+    assert timeline.elapsed(20) == pytest.approx(2.0 + 0.12)
+    assert timeline.end == timeline.elapsed(20)
+    # A stream that keeps exactly to real time loses the overrun of its run of steps, no more.
+    assert lowest_slack(StreamOutlook(0.5, 20), timeline) == pytest.approx(0.5 - 0.12)
+
+
 def test_every_prompt_still_to_prefill_is_charged_to_the_first_step():
     streams = [StreamOutlook(1.0, 5, prefill_seconds=0.25), StreamOutlook(1.0, 5, 2, prefill_seconds=0.5)]
     assert timeline_of(streams, linear(0.0, 0.1), 0.1).elapsed(1) == pytest.approx(0.75 + 0.2)
@@ -94,10 +106,13 @@ outlook = st.builds(
     b=st.floats(0.0, 0.05),
     step_audio=st.floats(0.01, 0.2),
     extra=st.floats(0.0, 0.3),
+    ratios=st.lists(st.floats(0.0, 3.0), max_size=80),
+    scale=st.floats(0.0, 0.05),
 )
-def test_projection_matches_stepping(streams, a, b, step_audio, extra):
-    timeline = Timeline([s.remaining_steps for s in streams], linear(a, b), step_audio, extra)
-    expected = stepped_lowest_slacks(streams, linear(a, b), step_audio, extra)
+def test_projection_matches_stepping(streams, a, b, step_audio, extra, ratios, scale):
+    overrun = measured_overrun(ratios, 0.9).scaled(scale)
+    timeline = Timeline([s.remaining_steps for s in streams], linear(a, b), step_audio, extra, overrun)
+    expected = stepped_lowest_slacks(streams, linear(a, b), step_audio, extra, overrun=overrun)
     for stream, want in zip(streams, expected):
         assert lowest_slack(stream, timeline) == pytest.approx(want, abs=1e-9)
 

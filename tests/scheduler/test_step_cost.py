@@ -65,6 +65,18 @@ def test_the_tail_is_the_usual_worst_step_not_the_mean():
     assert model.predict_tail(8) == pytest.approx(0.04, rel=0.05)
 
 
+def test_a_run_of_steps_overruns_by_far_less_than_each_steps_tail():
+    """One step in five twice as long as the rest: each step's tail is the slow one, but 64 steps
+    in a row hold 12 or 13 slow ones, whatever the order, and overrun their mean by a fraction
+    of one step."""
+    model = StepCostModel()
+    for i in range(300):
+        model.observe(8, 0, 0.04 if i % 5 == 0 else 0.02)
+    one_step_excess = model.predict_tail(8) - model.predict(8)
+    assert model.overrun(8)(1) == pytest.approx(one_step_excess, rel=0.15)
+    assert model.overrun(8)(64) < 0.1 * 64 * one_step_excess
+
+
 def test_steps_that_match_the_line_have_no_tail():
     model = StepCostModel()
     observe_mix(model, 0.004, 0.0015, 0.00003, repeats=40)
@@ -92,6 +104,7 @@ def test_any_observations_keep_costs_non_negative_and_monotone(observations):
         assert model.predict(rows + 1, tokens) >= model.predict(rows, tokens)
         assert model.predict(rows, tokens + 1) >= model.predict(rows, tokens)
         assert model.tail_factor >= 1 and model.predict_tail(rows, tokens) >= model.predict(rows, tokens)
+        assert model.overrun(rows)(64) >= model.overrun(rows)(1) >= 0
 
 
 def test_the_prefill_rate_comes_from_the_forward_alone():
