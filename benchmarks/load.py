@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import statistics
 import sys
 import time
@@ -163,10 +164,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    started_at = datetime.now(timezone.utc)
+    started_at, load_before = datetime.now(timezone.utc), os.getloadavg()
     report = asyncio.run(run_all(args))
     command = "python -m benchmarks.load " + " ".join(sys.argv[1:] if argv is None else argv)
-    paths = write_results(report, command, started_at, args.out, plot=not args.no_plot)
+    paths = write_results(report, command, started_at, args.out, plot=not args.no_plot, load_before=load_before)
     print(paths["markdown"].read_text())
     return report
 

@@ -88,8 +88,10 @@ def write_report_json(out: Path, name: str, started_at: datetime, report: dict,
     return paths
 
 
-def write_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True) -> dict[str, Path]:
-    machine = machine_info() | {"load_average_after": os.getloadavg(),
+def write_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True,
+                  load_before: tuple[float, float, float] | None = None) -> dict[str, Path]:
+    """`load_before`: the load average as the run started (machine_info's is taken now, at its end)."""
+    machine = machine_info() | {"load_average": load_before or os.getloadavg(), "load_average_after": os.getloadavg(),
                                 "note": "shared machine: other jobs ran beside this one"}
     report = {"date": started_at.isoformat(timespec="seconds"), "command": command, "machine": machine,
               **report}
@@ -113,7 +115,8 @@ def machine_line(machine: dict, libraries: str) -> str:
     """Where a run was measured, for the top of its page: the machine, its load before and after,
     torch, the other `libraries` that matter (e.g. "transformers 4.56"), the commit."""
     return (f"{machine['processor']}, {machine['cpus_usable']} usable CPUs, load average "
-            f"{machine['load_average'][0]:.1f} before / {machine['load_average_after'][0]:.1f} after (shared machine); "
+            f"{machine['load_average'][0]:.1f} before / {machine['load_average_after'][0]:.1f} after, the latter with this "
+            f"run's own processes (shared machine); "
             f"torch {machine['torch']}, {libraries}, commit {machine['commit'][:10]}"
             f"{' (dirty tree)' if machine['tree_dirty'] else ''}.")
 

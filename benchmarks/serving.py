@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import signal
 import sys
 import time
@@ -191,13 +192,13 @@ def main(argv: list[str] | None = None) -> dict:
     # NOTE: the servers run in their own sessions, so a terminal's Ctrl-C does not reach them;
     # a SIGTERM becomes SystemExit here so that leaving each server's `with` stops it.
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    started_at = datetime.now(timezone.utc)
+    started_at, load_before = datetime.now(timezone.utc), os.getloadavg()
     try:
         report = asyncio.run(run_all(args))
     finally:
         signal.signal(signal.SIGTERM, previous)
     command = "python -m benchmarks.serving " + " ".join(sys.argv[1:] if argv is None else argv)
-    paths = write_serving_results(report, command, started_at, args.out, plot=not args.no_plot)
+    paths = write_serving_results(report, command, started_at, args.out, plot=not args.no_plot, load_before=load_before)
     print(paths["markdown"].read_text())
     return report
 

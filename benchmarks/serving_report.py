@@ -119,8 +119,11 @@ def target_table(checks: list[dict]) -> list[str]:
         for c in checks]
 
 
-def write_serving_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True) -> dict[str, Path]:
-    machine = machine_info() | {"load_average_after": os.getloadavg(), "piper_tts": version("piper-tts"),
+def write_serving_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True,
+                          load_before: tuple[float, float, float] | None = None) -> dict[str, Path]:
+    """`load_before`: the load average as the run started (machine_info's is taken now, at its end)."""
+    machine = machine_info() | {"load_average": load_before or os.getloadavg(), "load_average_after": os.getloadavg(),
+                                "piper_tts": version("piper-tts"),
                                 "note": "shared machine: other jobs may have run beside this one"}
     report = {"date": started_at.isoformat(timespec="seconds"), "command": command, "machine": machine, **report}
     report["targets"] = targets(report)
