@@ -18,12 +18,12 @@ def scattered(n: int, seed: int = 0) -> list[float]:
     return [2.0 if rng.random() < 0.2 else 0.75 for _ in range(n)]
 
 
-def test_the_curve_interpolates_its_points_and_is_flat_after_the_last():
+def test_the_curve_interpolates_its_points_and_goes_on_at_its_last_slope():
     curve = Overrun(((1, 0.5), (4, 1.1)))
     assert curve(0) == 0.0 and curve(-3) == 0.0
     assert curve(1) == pytest.approx(0.5)
     assert curve(2) == pytest.approx(0.7)
-    assert curve(4) == pytest.approx(1.1) and curve(400) == pytest.approx(1.1)
+    assert curve(4) == pytest.approx(1.1) and curve(400) == pytest.approx(1.1 + 0.2 * 396)
     assert curve.bends == (1, 4)
     assert curve.scaled(2.0)(2) == pytest.approx(1.4)
     assert NO_OVERRUN(50) == 0.0
