@@ -67,7 +67,9 @@ class SegmentedSynthesis:
     yielded once, whole and in order; at most two engine requests are open (the one being
     streamed, and the next, whose prompt is taken from `segments` once the current one starts
     streaming); segments after the first go to the engine as continuations, each following the
-    one before (the engine counts its listener's wait from that one's end); `close` aborts what
+    one before (the engine counts its listener's wait from that one's end), and so does the
+    first when `start` is told whose audio it follows (a speak socket's next turn, while the
+    connection's listener still plays the turn before); `close` aborts what
     is open and drops preparations still pending; `words` holds each segment's words placed where
     its audio begins in what `pcm` yields (`position` samples so far); each engine request is
     paused while more than `backlog_seconds` of its audio waits for the consumer, and when
@@ -96,6 +98,10 @@ class SegmentedSynthesis:
         self.words = WordTimeline(self.sample_rate)
         self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
         self._request_ids: dict[int, str] = {}  # each segment's engine request
+        # Segment 0 continues a stream already playing (`start`): it is never queued or refused,
+        # and follows this request (None: one the engine no longer holds, or none).
+        self._continues = False
+        self._first_follows: str | None = None
         self._backlog = ClientBacklog(client, self.sample_rate, backlog_seconds, stall_seconds,
                                       on_stall or self._stop_reading)
         self._consumer: asyncio.Task | None = None  # the task iterating `pcm`
@@ -103,8 +109,11 @@ class SegmentedSynthesis:
         self._failed = False
         self._fade = np.sin(np.linspace(0.0, np.pi / 2, max(1, int(JOIN_FADE_SECONDS * self.sample_rate)))) ** 2
 
-    async def start(self) -> None:
-        """Opens segment 0 (its prompt first) and waits for its first chunk (or its refusal)."""
+    async def start(self, continues: bool = False, follows: str | None = None) -> None:
+        """Opens segment 0 (its prompt first) and waits for its first chunk (or its refusal).
+        `continues`: its listener is still playing audio sent before it (that of request
+        `follows`, when that is known), so it goes to the engine as a continuation."""
+        self._continues, self._first_follows = continues, follows
         self._open_next()
         self._first = await self._next_item(0)
 
@@ -136,6 +145,11 @@ class SegmentedSynthesis:
             item = await self._next_item(index)
         if held.size:
             yield self._count_out(held)
+
+    @property
+    def last_request_id(self) -> str | None:
+        """The engine request of the newest segment opened so far (None before the first)."""
+        return self._request_ids[max(self._request_ids)] if self._request_ids else None
 
     def _count_out(self, samples: np.ndarray) -> np.ndarray:
         self.position += samples.size
@@ -218,9 +232,10 @@ class SegmentedSynthesis:
             try:
                 async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,
                                                            request_id=request_id, speed=self._speed,
-                                                           prompt=segment.prompt, continuation=index > 0,
+                                                           prompt=segment.prompt,
+                                                           continuation=index > 0 or self._continues,
                                                            outputs_after=self._segments.outputs_after(),
-                                                           follows=self._request_ids.get(index - 1)):
+                                                           follows=self._request_ids[index - 1] if index else self._first_follows):
                     queue.put_nowait(chunk)
                     self._backlog.added(request_id, chunk.pcm.size)
             finally:

@@ -5,7 +5,10 @@ sentences complete (api/text_stream.py). The segments up to a Flush make one tur
 (api/planning.py) whose first segment starts as soon as it is cut, so speech begins before the
 reply is complete, and whose later segments are prepared and prefilled while the earlier ones
 play. Turns send their audio in order, each after the one before it; a Flush is answered with
-Flushed once its turn's audio has left. Clear drops the buffered text and every turn: their
+Flushed once its turn's audio has left. A turn starts once the one before it has begun to speak
+(or ended); while the listener still plays the connection's audio, it continues that stream
+like a speech's later segment: admitted without question (an agent's reply is never cut off
+between two Flushes for a newcomer's sake) and planned from when that audio runs out. Clear drops the buffered text and every turn: their
 engine requests are aborted (blocks freed within a step) and no frame of their audio leaves after
 the Clear is read. Asked for (`timestamps=word`, an extension), each audio message is followed by
 a `Timestamps` message with the words whose audio it starts, timed in seconds of all the audio
@@ -17,6 +20,7 @@ import asyncio
 import hmac
 import json
 import logging
+import time
 import uuid
 
 from fastapi import APIRouter, WebSocket
@@ -101,10 +105,14 @@ def _authenticated(websocket: WebSocket, api_key: str | None) -> str | bool:
 
 class Turn:
     """The speech of the text between two Flushes: a live speech, fed as its segments are cut.
-    Invariant: its audio is sent only after the turn before it has sent all of its own (or been
-    cleared), and never after `cancel`."""
+    Invariants: its synthesis starts only once the turn before it speaks or has ended (so at most
+    one turn runs ahead of the one speaking), as a continuation exactly when the connection's
+    listener is still playing then; its audio is sent only after the turn before it has sent all
+    of its own (or been cleared), and never after `cancel`."""
 
-    def __init__(self, session: SpeakSession, previous: asyncio.Task | None) -> None:
+    def __init__(self, session: SpeakSession, ahead: Turn | None, previous: asyncio.Task | None) -> None:
+        """`ahead`: the turn before it; `previous`: what sends before it (that turn's task, or a
+        Flushed answered after it)."""
         self.session = session
         engine = session.state.engine
         self.model_speed = engine.frontend.model_speed(session.speed)
@@ -113,7 +121,9 @@ class Turn:
         self.flush_id: int | None = None
         self.ended = asyncio.Event()  # its Flush (or Close) has come: no more text
         self.sending = False  # its audio is going out (the turns before it are done)
-        self.task = asyncio.create_task(self._run(previous))
+        self.speaking = asyncio.Event()  # its audio has begun to go out, or it has ended
+        self.synthesis: SegmentedSynthesis | None = None
+        self.task = asyncio.create_task(self._run(ahead, previous))
 
     def extend(self, texts: list[str]) -> None:
         self.segments.extend(texts)
@@ -123,19 +133,22 @@ class Turn:
         self.segments.finish()
         self.ended.set()
 
-    async def _run(self, previous: asyncio.Task | None) -> None:
+    async def _run(self, ahead: Turn | None, previous: asyncio.Task | None) -> None:
         """The turn's audio after the turn before it, then its Flushed: also when its synthesis
         failed (the client is told with an Error), so that a Flush is always answered."""
         session, state = self.session, self.session.state
-        synthesis = SegmentedSynthesis(state.engine, self.segments, session.voice, self.model_speed,
-                                       state.settings.client_backlog_seconds, state.settings.stalled_client_seconds,
-                                       on_stall=self._stalled)
+        synthesis = self.synthesis = SegmentedSynthesis(
+            state.engine, self.segments, session.voice, self.model_speed, state.settings.client_backlog_seconds,
+            state.settings.stalled_client_seconds, on_stall=self._stalled)
         state.drain.register(synthesis)
         outcome = "disconnected"
         try:
             try:
-                # NOTE: started at once, beside the turn before it: its first audio is ready when that ends.
-                refused = await self._start(synthesis)
+                # NOTE: started once the turn before it speaks, beside it: its first audio is
+                # ready when that ends.
+                if ahead is not None:
+                    await ahead.speaking.wait()
+                refused = await self._start(synthesis, ahead)
                 if previous is not None:
                     await asyncio.wait([previous])
                 if refused is None:
@@ -163,6 +176,7 @@ class Turn:
         except (WebSocketDisconnect, RuntimeError):
             pass  # the client has gone; the receiver ends the session
         finally:
+            self.speaking.set()  # the turn after it waits no longer
             synthesis.close()
             state.metrics.count_request(outcome)
 
@@ -182,19 +196,27 @@ class Turn:
         offset = session.seconds_sent  # where this turn's audio begins in the connection's
         async for pcm in synthesis.pcm():
             await session.send_audio(await asyncio.to_thread(pipeline.process, pcm))
+            if session.is_playing():
+                self.speaking.set()  # its audio is out: the next turn may start, continuing it
             await session.send_words(synthesis.words.reached(pipeline.source_seconds_out), pipeline.stretch, offset)
         await session.send_audio(await asyncio.to_thread(pipeline.finish))
         await session.send_words(synthesis.words.remaining(), pipeline.stretch, offset)
 
-    async def _start(self, synthesis: SegmentedSynthesis) -> str | None:
-        """Starts the turn's first segment; when it cannot, tells the client why and returns the
-        request outcome ("rejected": overload, "invalid": nothing to speak)."""
+    async def _start(self, synthesis: SegmentedSynthesis, ahead: Turn | None) -> str | None:
+        """Starts the turn's first segment (continuing the connection's stream while its listener
+        still plays); when it cannot, tells the client why and returns the request outcome
+        ("rejected": overload, "invalid": nothing to speak)."""
         state = self.session.state
+        continues = self.session.is_playing()
+        # NOTE: the turn ahead's engine requests may be gone (all its audio made): then the
+        # engine counts this one's playback from its own first audio, as for a new speech.
+        follows = ahead.synthesis.last_request_id if continues and ahead is not None and ahead.synthesis else None
         try:
             state.drain.check()
-            state.early_refusal.check(state.engine.stats)
+            if not continues:
+                state.early_refusal.check(state.engine.stats)
             with state.early_refusal.start(synthesis):
-                await synthesis.start()
+                await synthesis.start(continues, follows)
             return None
         except ShuttingDown as exc:
             await self.session.send_json(error_message("SHUTTING_DOWN", f"The turn's text was not spoken: {exc}"))
@@ -225,9 +247,13 @@ class SpeakSession:
         self.speed = speed
         self.timestamps = timestamps
         self.samples_sent = 0
+        # When the listener runs out of the audio sent so far, playing it in real time from its
+        # first byte (and from each byte sent after it ran dry): the earliest it can be done.
+        self._plays_until = 0.0
         self.text = TextStream(max_words=state.settings.first_segment_max_words)
         self.turn: Turn | None = None  # the turn text goes to
-        self.last: asyncio.Task | None = None  # the newest turn's task: the next one sends after it
+        self.last: asyncio.Task | None = None  # the newest turn's task (or Flushed): the next one sends after it
+        self.last_turn: Turn | None = None  # the newest turn: the next one starts once it speaks
         self.tasks: set[asyncio.Task] = set()
         self.flushes = 0
         self.clears = 0
@@ -316,21 +342,28 @@ class SpeakSession:
     def clear(self) -> None:
         self.text.clear()
         self.cancel_all()
+        self._plays_until = 0.0  # the client drops the audio it holds: nothing plays on
 
     def cancel_all(self) -> None:
         for task in self.tasks:
             task.cancel()
-        self.turn, self.last = None, None
+        self.turn, self.last, self.last_turn = None, None, None
 
     @property
     def seconds_sent(self) -> float:
         return self.samples_sent / self.choice.sample_rate
 
+    def is_playing(self) -> bool:
+        """Whether the listener may still be playing audio this connection sent."""
+        return time.monotonic() < self._plays_until
+
     async def send_audio(self, data: bytes) -> None:
         if data:
             async with self._send_lock:
                 # NOTE: counted first: a Clear may cancel the send once its frame is written.
-                self.samples_sent += len(data) // self.choice.sample_bytes
+                samples = len(data) // self.choice.sample_bytes
+                self.samples_sent += samples
+                self._plays_until = max(self._plays_until, time.monotonic()) + samples / self.choice.sample_rate
                 await self.websocket.send_bytes(data)
 
     async def send_words(self, words: list[SpokenWord], stretch: float, offset: float) -> None:
@@ -345,7 +378,8 @@ class SpeakSession:
 
     def _current_turn(self) -> Turn:
         if self.turn is None:
-            self.turn = Turn(self, self.last)
+            self.turn = Turn(self, self.last_turn, self.last)
+            self.last_turn = self.turn
             self.last = self._track(self.turn.task)
         return self.turn
 

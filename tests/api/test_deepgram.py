@@ -224,3 +224,35 @@ def test_a_turn_refused_at_capacity_is_told_and_its_flush_still_answered(chorus_
         holder.join(120)
     assert error["type"] == "Error" and error["variant"] == "TOO_MANY_REQUESTS" and "retry" in error["description"]
     assert flushed == {"type": "Flushed", "sequence_id": 0}
+
+
+@pytest.mark.slow
+def test_a_turn_sent_while_the_one_before_it_plays_continues_that_stream_and_is_not_refused(chorus_cache):
+    """With the engine's only slot taken by the connection's own first turn, a second turn sent
+    while the first one's audio plays is no newcomer to refuse: it continues the connection's
+    stream (before, it got TOO_MANY_REQUESTS and the agent's reply was cut off), and speaks after
+    the first."""
+    from tests.api.conftest import start_server
+
+    first = "A longer sentence without a stop that keeps the only slot busy for a good while."
+    with start_server(api_key=None, max_num_seqs=1, max_num_batched_tokens=64, max_queue_delay=0.25) as live:
+        async def run() -> list:
+            frames: list = []
+            async with websockets.connect(ws_url(live)) as ws:
+                assert json.loads(await ws.recv())["type"] == "Metadata"
+                await ws.send(json.dumps({"type": "Speak", "text": first}))
+                await ws.send(json.dumps({"type": "Flush"}))
+                while not any(isinstance(f, bytes) for f in frames):
+                    frames.append(await asyncio.wait_for(ws.recv(), 60))
+                await ws.send(json.dumps({"type": "Speak", "text": "And a second turn."}))
+                await ws.send(json.dumps({"type": "Flush"}))
+                while sum(1 for f in frames if isinstance(f, str) and json.loads(f)["type"] == "Flushed") < 2:
+                    frames.append(await asyncio.wait_for(ws.recv(), 60))
+            return [f if isinstance(f, bytes) else json.loads(f) for f in frames]
+
+        frames = asyncio.run(run())
+    messages = [f for f in frames if isinstance(f, dict)]
+    assert [m for m in messages if m["type"] in ("Error", "Warning")] == []
+    assert [m["sequence_id"] for m in messages if m["type"] == "Flushed"] == [0, 1]
+    marks = [i for i, f in enumerate(frames) if isinstance(f, dict) and f["type"] == "Flushed"]
+    assert any(isinstance(f, bytes) for f in frames[marks[0]:marks[1]])  # the second turn's audio
