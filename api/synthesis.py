@@ -229,13 +229,14 @@ class SegmentedSynthesis:
                 return
             self._segment_words[index] = segment.prompt.words
             request_id = self._request_ids[index] = uuid.uuid4().hex
+            follows = self._request_ids[index - 1] if index else self._first_follows
             try:
                 async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,
                                                            request_id=request_id, speed=self._speed,
                                                            prompt=segment.prompt,
                                                            continuation=index > 0 or self._continues,
                                                            outputs_after=self._segments.outputs_after(),
-                                                           follows=self._request_ids[index - 1] if index else self._first_follows):
+                                                           follows=follows):
                     queue.put_nowait(chunk)
                     self._backlog.added(request_id, chunk.pcm.size)
             finally:

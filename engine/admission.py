@@ -188,8 +188,8 @@ class Admission:
         return self.step_cost.overrun(streams)
 
     def _prefill_seconds(self, tokens: int) -> float:
-        # NOTE: at the mean rate: the tail factor is the scatter of whole steps (the codec's, as
-        # streams are fed), and the steps the prompt rides on are projected at it already.
+        # NOTE: at the mean rate: the overrun is the scatter of whole steps (the codec's, as
+        # streams are fed), and it covers the steps the prompt rides on already.
         return self.step_cost.prefill_seconds(tokens)
 
     def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:

@@ -8,11 +8,11 @@ play. Turns send their audio in order, each after the one before it; a Flush is 
 Flushed once its turn's audio has left. A turn starts once the one before it has begun to speak
 (or ended); while the listener still plays the connection's audio, it continues that stream
 like a speech's later segment: admitted without question (an agent's reply is never cut off
-between two Flushes for a newcomer's sake) and planned from when that audio runs out. Clear drops the buffered text and every turn: their
-engine requests are aborted (blocks freed within a step) and no frame of their audio leaves after
-the Clear is read. Asked for (`timestamps=word`, an extension), each audio message is followed by
-a `Timestamps` message with the words whose audio it starts, timed in seconds of all the audio
-the connection has sent.
+between two Flushes for a newcomer's sake) and planned from when that audio runs out. Clear
+drops the buffered text and every turn: their engine requests are aborted (blocks freed within
+a step) and no frame of their audio leaves after the Clear is read. Asked for
+(`timestamps=word`, an extension), each audio message is followed by a `Timestamps` message
+with the words whose audio it starts, timed in seconds of all the audio the connection has sent.
 """
 from __future__ import annotations
 
