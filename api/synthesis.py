@@ -148,8 +148,10 @@ class SegmentedSynthesis:
 
     @property
     def last_request_id(self) -> str | None:
-        """The engine request of the newest segment opened so far (None before the first)."""
-        return self._request_ids[max(self._request_ids)] if self._request_ids else None
+        """The engine request of the speech's last segment, once it is known that no segment
+        follows it (None before: the engine hands a request's planned rest of the speech to the
+        one that follows it, and a request of another speech would drop this one's)."""
+        return self._request_ids.get(self._count - 1) if self._count else None
 
     def _count_out(self, samples: np.ndarray) -> np.ndarray:
         self.position += samples.size

@@ -81,9 +81,10 @@ class Timeline:
 
     def elapsed(self, k: int) -> float:
         """Seconds until k more steps have run (k at most `last_step`, or beyond it for nothing)."""
-        return self._predicted(k) + self.overrun(k)
+        return self.predicted(k) + self.overrun(k)
 
-    def _predicted(self, k: int) -> float:
+    def predicted(self, k: int) -> float:
+        """`elapsed` without the overrun."""
         i = bisect.bisect_left(self.steps, k)
         if i == 0:
             return self.seconds[0]
@@ -100,6 +101,18 @@ class Timeline:
         `lowest_step` when that lies inside, else at the nearer end."""
         return self.gain(min(max(self.lowest_step, first), last))
 
+    def gain_after(self, first: int, k: int) -> float:
+        """Gain over steps first+1..k: audio made minus their predicted time and the overrun of
+        a run of k - first steps (a run that starts late overruns no less than one from now)."""
+        return (k - first) * self.step_audio - (self.predicted(k) - self.predicted(first)) - self.overrun(k - first)
+
+    def lowest_gain_after(self, first: int, last: int) -> float:
+        """The lowest `gain_after(first, k)` over k in first..last (first <= last): convex in k,
+        so at a bend (a stream's end, or the overrun's, `first` steps on) or an end."""
+        candidates = [first, last, *(k for k in self.steps if first < k < last),
+                      *(first + k for k in self.overrun.bends if first + k < last)]
+        return min(self.gain_after(first, k) for k in candidates)
+
 
 def lowest_slack(outlook: StreamOutlook, timeline: Timeline) -> float:
     """The least slack `outlook` will have until its end on `timeline`; for a stream not playing
@@ -109,11 +122,11 @@ def lowest_slack(outlook: StreamOutlook, timeline: Timeline) -> float:
     if outlook.is_playing:
         return outlook.ahead + timeline.lowest_gain(1, outlook.remaining_steps)
     first = min(outlook.first_audio_steps, outlook.remaining_steps)
-    starts_at = timeline.elapsed(first)
-    # NOTE: its listener starts at `starts_at` holding the audio of every step until then.
-    held = outlook.generated_steps * timeline.step_audio
-    playing = starts_at + held + timeline.lowest_gain(first, outlook.remaining_steps)
-    return min(outlook.ahead - starts_at, playing)
+    # NOTE: its listener starts at its first audio holding the audio of every step until then;
+    # from there on its slack is the gain after that step, whenever that step comes.
+    held = (outlook.generated_steps + first) * timeline.step_audio
+    playing = held + timeline.lowest_gain_after(first, outlook.remaining_steps)
+    return min(outlook.ahead - timeline.elapsed(first), playing)
 
 
 def timeline_of(streams: Sequence[StreamOutlook], step_seconds: StepSeconds, step_audio: float,
@@ -140,8 +153,9 @@ def advance(outlook: StreamOutlook, k: int, timeline: Timeline) -> StreamOutlook
     if k < outlook.first_audio_steps:
         return StreamOutlook(outlook.ahead - timeline.elapsed(k), remaining, outlook.first_audio_steps - k,
                              generated_steps=outlook.generated_steps + k)
-    starts_at = timeline.elapsed(outlook.first_audio_steps)
-    return StreamOutlook(starts_at + outlook.generated_steps * timeline.step_audio + timeline.gain(k), remaining)
+    first = outlook.first_audio_steps
+    held = (outlook.generated_steps + first) * timeline.step_audio
+    return StreamOutlook(held + timeline.gain_after(first, k), remaining)
 
 
 def start_delay(committed: Sequence[StreamOutlook], fits: Callable[[list[StreamOutlook], float], bool],

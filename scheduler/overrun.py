@@ -31,6 +31,11 @@ class Overrun:
 
     points: tuple[tuple[int, float], ...] = ()
 
+    def __post_init__(self) -> None:
+        steps = [at for at, _ in self.points]
+        if any(at < 1 for at in steps) or steps != sorted(set(steps)) or any(v < 0 for _, v in self.points):
+            raise ValueError(f"overrun points need distinct steps >= 1 in order and values >= 0, got {self.points}")
+
     def __call__(self, k: float) -> float:
         previous_k, previous = 0, 0.0
         for at, value in self.points:

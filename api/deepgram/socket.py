@@ -208,8 +208,9 @@ class Turn:
         ("rejected": overload, "invalid": nothing to speak)."""
         state = self.session.state
         continues = self.session.is_playing()
-        # NOTE: the turn ahead's engine requests may be gone (all its audio made): then the
-        # engine counts this one's playback from its own first audio, as for a new speech.
+        # NOTE: linked only to the turn ahead's last segment, and only while the engine holds it;
+        # otherwise the engine counts this one's playback from its own first audio, as for a new
+        # speech (earlier, so on the safe side).
         follows = ahead.synthesis.last_request_id if continues and ahead is not None and ahead.synthesis else None
         try:
             state.drain.check()

@@ -259,6 +259,28 @@ def test_segments_stream_in_order_without_gaps_and_next_starts_early():
     assert source.closed
 
 
+def test_a_speech_that_continues_a_playing_stream_names_the_last_request_only_once_known():
+    """A speak socket's next turn starts as a continuation following the turn before it; that
+    turn names its request only once it is its last (the engine hands a followed request's
+    planned rest to its follower, which is no part of another turn's)."""
+    engine = FakeEngine()
+
+    async def run() -> list:
+        seen = []
+        synthesis = SegmentedSynthesis(engine, numbered(2), "v")
+        await synthesis.start(continues=True, follows="turn-before")
+        async for _ in synthesis.pcm():
+            seen.append(synthesis.last_request_id)
+        synthesis.close()
+        return seen
+
+    seen = asyncio.run(run())
+    ids = [request_id for request_id, _ in engine.links]
+    assert [follows for _, follows in engine.links] == ["turn-before", ids[0]]
+    assert [continuation for *_, continuation in engine.starts] == [True, True]
+    assert seen[0] is None and seen[-1] == ids[1]  # unknown while a segment could still follow
+
+
 def test_the_first_request_starts_with_only_its_own_prompt_prepared():
     """The 30 benchmark sentences: the first engine request waits for the first sentence's prompt
     alone; every word is spoken once, in order, over the segments."""

@@ -26,9 +26,11 @@ def linear(a: float, b: float):
 
 def stepped_lowest_slacks(streams, step_seconds, step_audio, extra=0.0, after=0, overrun=NO_OVERRUN) -> list[float]:
     """The reference: run every stream one step at a time and watch each listener (from step
-    `after` + 1 on); the first k steps together run `overrun(k)` over their predicted seconds."""
+    `after` + 1 on); any run of j steps runs `overrun(j)` over its predicted seconds: a playing
+    listener is judged over the run from now, a new one's first audio too, and once it plays,
+    over the run from its first audio (which may come on time, and the slow steps after)."""
     lowest = [math.inf] * len(streams)
-    starts: dict[int, float] = {}
+    starts: dict[int, tuple[int, float]] = {}  # a new listener's first-audio step and predicted time
     predicted = extra
     for k in range(1, max((s.remaining_steps for s in streams), default=0) + 1):
         predicted += step_seconds(sum(1 for s in streams if s.remaining_steps >= k))
@@ -40,12 +42,13 @@ def stepped_lowest_slacks(streams, step_seconds, step_audio, extra=0.0, after=0,
                 slack = s.ahead + k * step_audio - elapsed
             else:
                 if k == min(s.first_audio_steps, s.remaining_steps):
-                    starts[i] = elapsed
+                    starts[i] = (k, predicted)
                     if k > after:
                         lowest[i] = min(lowest[i], s.ahead - elapsed)
                 if i not in starts:
                     continue
-                slack = starts[i] + (s.generated_steps + k) * step_audio - elapsed
+                first, at_first = starts[i]
+                slack = (s.generated_steps + k) * step_audio - (predicted - at_first) - overrun(k - first)
             if k > after:
                 lowest[i] = min(lowest[i], slack)
     return lowest
@@ -83,6 +86,8 @@ def test_a_run_of_steps_is_charged_its_overrun_once():
     assert timeline.end == timeline.elapsed(20)
     # A stream that keeps exactly to real time loses the overrun of its run of steps, no more.
     assert lowest_slack(StreamOutlook(0.5, 20), timeline) == pytest.approx(0.5 - 0.24)
+    # A new one, first audio in 2 steps: on time or not, the 18 steps after may overrun by 0.22.
+    assert lowest_slack(StreamOutlook(5.0, 20, first_audio_steps=2), timeline) == pytest.approx(0.2 - 0.22)
 
 
 def test_every_prompt_still_to_prefill_is_charged_to_the_first_step():

@@ -27,6 +27,9 @@ def test_the_curve_interpolates_its_points_and_goes_on_at_its_last_slope():
     assert curve.bends == (1, 4)
     assert curve.scaled(2.0)(2) == pytest.approx(1.4)
     assert NO_OVERRUN(50) == 0.0
+    for bad in (((0, 0.1),), ((2, 0.1), (1, 0.2)), ((1, 0.1), (1, 0.2)), ((1, -0.1),)):
+        with pytest.raises(ValueError):
+            Overrun(bad)
 
 
 def test_steps_that_keep_to_their_prediction_do_not_overrun():
