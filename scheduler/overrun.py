@@ -56,6 +56,13 @@ class Overrun:
 NO_OVERRUN = Overrun()
 
 
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The nearest-rank `q` quantile of `values` (not empty): the smallest value with at least
+    a share q of them at or below it."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
 def measured_overrun(ratios: Sequence[float], quantile: float) -> Overrun:
     """From recent steps' observed ÷ predicted times, in order: for each horizon k the `quantile`
     of how far the ratios of k consecutive steps sum above k (in predicted steps), taken
@@ -70,8 +77,7 @@ def measured_overrun(ratios: Sequence[float], quantile: float) -> Overrun:
         for i in range(k, len(ratios)):
             window += ratios[i] - ratios[i - k]
             sums.append(window)
-        sums.sort()
-        highest = max(highest, sums[min(len(sums) - 1, math.ceil(quantile * len(sums)) - 1)] - k)
+        highest = max(highest, nearest_rank(sums, quantile) - k)
         raw.append((k, highest))
     return Overrun(tuple(_concave_majorant(raw)))
 

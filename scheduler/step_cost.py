@@ -16,10 +16,9 @@ ms a token where the forward spends 0.13-0.16).
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 
-from scheduler.overrun import NO_OVERRUN, Overrun, measured_overrun
+from scheduler.overrun import NO_OVERRUN, Overrun, measured_overrun, nearest_rank
 
 # NOTE: priors of a small model on a few CPU cores; they only matter for the first steps, which
 # replace them within a few dozen observations (a GPU's steps are far cheaper, a slow CPU's dearer).
@@ -130,8 +129,7 @@ class StepCostModel:
         self.coefficients = (fa + ra, fb + rb, fc)
         self.num_observed += 1
         if self.num_observed % _TAIL_EVERY == 0:
-            ordered = sorted(self._ratios)
-            self.tail_factor = max(1.0, ordered[min(len(ordered) - 1, math.ceil(TAIL_QUANTILE * len(ordered)) - 1)])
+            self.tail_factor = max(1.0, nearest_rank(self._ratios, TAIL_QUANTILE))
             self.overrun_steps = measured_overrun(list(self._ratios), TAIL_QUANTILE)
 
 
