@@ -6,7 +6,8 @@ only for the engine to refuse them took a whole core from the streams it serves 
 streams on the 2-core machine: 87 % refused, and only 54 % of the admitted streams viable), and
 in a burst the last refusals came only after everyone's prompt had been prepared (p99 0.76 s).
 So the API first compares the room the engine last reported (how many requests of the usual
-size could start then, engine/core.py's `refresh_room_estimate`) with what has taken some since.
+size would start by their first-audio deadline, at once or after waiting in its queue;
+engine/core.py's `refresh_room_estimate`) with what has taken some since.
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ class EarlyRefusal:
     """Invariant: a speech is refused here only while admission is on, this API has a speech in
     flight (the engine, which serves this API alone, is not idle), and the speeches being
     started by this API plus those admitted since the engine's last report already fill the room
-    it reported; `starting` counts the speeches between this check and the engine's answer to
-    their first segment, `active` those admitted and not yet closed."""
+    it reported for speeches that would start by their first-audio deadline, waiting in its
+    queue if need be (a speech it would queue rather than refuse goes on to be prepared);
+    `starting` counts the speeches between this check and the engine's answer to their first
+    segment, `active` those admitted and not yet closed."""
 
     def __init__(self, admission_on: bool) -> None:
         self.admission_on = admission_on
@@ -35,18 +38,17 @@ class EarlyRefusal:
         self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
 
     def room_left(self, stats: EngineStats) -> int:
-        """How many more speeches of the usual size this API would start now (0: it refuses)."""
-        taken = self.starting + sum(1 for at in self._admitted if at >= stats.taken_at)
-        # NOTE: the report may be a quarter of a second old: a client that sends its next request
-        # the moment its last one ends must not be refused for a stream that is gone.
-        if not self.admission_on or self.starting + self.active == 0 or \
-                stats.num_running + stats.num_queued + taken == 0:
-            return max(1, stats.room_streams - taken)
-        return max(0, stats.room_streams - taken)
+        """How many more speeches of the usual size would start now (what a router compares)."""
+        return self._left(stats.room_streams, stats)
+
+    def room_in_time_left(self, stats: EngineStats) -> int:
+        """How many more speeches of the usual size would start by their first-audio deadline,
+        at once or after waiting (0: this API refuses)."""
+        return self._left(stats.room_in_time, stats)
 
     def check(self, stats: EngineStats) -> None:
         """Raises RequestRejected ("overloaded", with the engine's projected wait) when full."""
-        if self.room_left(stats) > 0:
+        if self.room_in_time_left(stats) > 0:
             return
         self.refused += 1
         raise RequestRejected(
@@ -54,6 +56,15 @@ class EarlyRefusal:
             f"retry in {stats.seconds_until_room:.1f} s",
             "overloaded", stats.seconds_until_room,
         )
+
+    def _left(self, room: int, stats: EngineStats) -> int:
+        taken = self.starting + sum(1 for at in self._admitted if at >= stats.taken_at)
+        # NOTE: the report may be a quarter of a second old: a client that sends its next request
+        # the moment its last one ends must not be refused for a stream that is gone.
+        if not self.admission_on or self.starting + self.active == 0 or \
+                stats.num_running + stats.num_queued + taken == 0:
+            return max(1, room - taken)
+        return max(0, room - taken)
 
     @contextmanager
     def start(self, synthesis: SegmentedSynthesis) -> Iterator[None]:

@@ -66,6 +66,11 @@ class EngineStatsCollector(Collector):
             "stream's playback deadline (at most 8; as of the engine's last report)", value=stats.room_streams,
         )
         yield GaugeMetricFamily(
+            "chorus_room_in_time_streams", "New streams of the usual size that would start by their first-audio "
+            "deadline, at once or after waiting in the queue (at most 8; as of the engine's last report)",
+            value=stats.room_in_time,
+        )
+        yield GaugeMetricFamily(
             "chorus_seconds_until_room", "With no room now, seconds until a stream of the usual size could start",
             value=stats.seconds_until_room,
         )

@@ -99,10 +99,8 @@ class Admission:
             self.counts.admitted += 1
             self.typical.observe(request)
             return True
-        newcomers = self.queue + [request]
-        if start_delay(committed, lambda running, at: self._fits(running, newcomers, now + at),
-                       self.step_cost.predict, self.step_audio, self._overrun(len(committed) + len(newcomers))) is None:
-            raise self._refusal(committed, newcomers, now)
+        if not self._in_time(committed, [request], now):
+            raise self._refusal(committed, self.queue + [request], now)
         self.queue.append(request)
         self.counts.queued += 1
         return False
@@ -176,6 +174,21 @@ class Admission:
             newcomers.append(candidate)
         return len(newcomers)
 
+    def room_in_time(self, committed: list[StreamOutlook], now: float, limit: int = ROOM_LIMIT) -> int:
+        """How many typical new requests (at most `limit`) arriving now would all start by their
+        first-audio deadlines, at once or after waiting behind the queue: what `offer` would
+        admit or queue rather than refuse (at least `room_now`'s count)."""
+        if self.max_queue_delay is None:
+            return max(0, min(limit, self.max_num_seqs - len(committed)))
+        low, high = 0, limit  # `low` requests are known to make it; more never start sooner
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self._in_time(committed, [self.typical.request(now, self.max_queue_delay) for _ in range(mid)], now):
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
     def capacity(self) -> int:
         """Streams the engine can step faster than real time, as its step costs stand now (the
         predicted ones: a run of steps averages out to them)."""
@@ -195,6 +208,13 @@ class Admission:
     def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
         # NOTE: an idle engine starts anything: waiting cannot make it start any sooner.
         return (not committed and len(newcomers) == 1) or self._fits(committed, newcomers, now)
+
+    def _in_time(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
+        """Whether the queue and then `newcomers` could all start by their deadlines."""
+        waiting = self.queue + newcomers
+        fits = lambda running, at: self._fits(running, waiting, now + at)  # noqa: E731
+        overrun = self._overrun(len(committed) + len(waiting))
+        return start_delay(committed, fits, self.step_cost.predict, self.step_audio, overrun) is not None
 
     def _fits(self, running: list[StreamOutlook], newcomers: list[Request], now: float,
               fresh: bool = False) -> bool:

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from engine.admission import Admission, deadline_of
+from engine.admission import ROOM_LIMIT, Admission, deadline_of
 from engine.audio.stage import AudioStage
 from engine.config import EngineConfig
 from engine.errors import RequestRejected
@@ -296,6 +296,9 @@ class EngineCore:
         now = time.monotonic()
         committed = self._committed(now)
         self.stats.room_streams = self.admission.room_now(committed, now)
+        # NOTE: with room now for as many as it counts, waiting adds none.
+        room = self.stats.room_streams
+        self.stats.room_in_time = room if room == ROOM_LIMIT else max(room, self.admission.room_in_time(committed, now))
         self.stats.seconds_until_room = 0.0 if self.stats.room_streams else self.admission.seconds_until_room(committed, now)
         self.stats.taken_at = now
 

@@ -29,8 +29,12 @@ def busy_gate() -> EarlyRefusal:
     return gate
 
 
-def stats(running: int, room: int, queued: int = 0, wait: float = 2.5, taken_at: float | None = None) -> EngineStats:
-    return EngineStats(num_running=running, num_queued=queued, room_streams=room, seconds_until_room=wait,
+def stats(running: int, room: int, queued: int = 0, wait: float = 2.5, taken_at: float | None = None,
+          room_now: int | None = None) -> EngineStats:
+    """A report with `room` speeches that would start in time (`room_now` of them at once: all
+    unless told)."""
+    return EngineStats(num_running=running, num_queued=queued, room_streams=room if room_now is None else room_now,
+                       room_in_time=room, seconds_until_room=wait,
                        taken_at=time.monotonic() if taken_at is None else taken_at)
 
 
@@ -41,6 +45,19 @@ def test_room_passes_and_a_full_engine_refuses_with_its_projected_wait():
         gate.check(stats(running=3, room=0))
     assert info.value.code == "overloaded" and info.value.retry_after == 2.5
     assert gate.refused == 1
+
+
+def test_a_speech_that_would_wait_in_the_queue_is_not_refused_here():
+    """No room now, but the engine would start one more by its deadline after a wait: the gate
+    lets it through to be prepared (the engine queues it); a second one finds that room taken."""
+    gate = busy_gate()
+    report = stats(running=6, room=1, room_now=0, wait=0.4)
+    assert gate.room_left(report) == 0 and gate.room_in_time_left(report) == 1
+    gate.check(report)
+    with gate.start(Speech()):
+        with pytest.raises(RequestRejected) as info:
+            gate.check(report)
+    assert info.value.retry_after == 0.4
 
 
 def test_with_no_speech_of_its_own_in_flight_a_stale_full_report_refuses_nothing():

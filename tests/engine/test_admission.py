@@ -208,3 +208,27 @@ def test_room_now_counts_the_typical_requests_that_could_start_one_after_another
     assert admission.room_now(playing(3, 1.0, 1000), now=0.0) == 0
     admission.queue.append(make_request("waiting"))
     assert admission.room_now(playing(1, 1.0, 1000), now=0.0) == 0  # the queue goes first
+
+
+def test_room_in_time_counts_the_typical_requests_that_would_wait_rather_than_be_refused():
+    admission = make_admission()
+    admission.typical.prompt_tokens, admission.typical.outputs = 10, 50
+    # Four streams already fall behind, but end within 5 steps (0.6 s): no room now, yet typical
+    # requests arriving now would start by their 1 s deadline; as many as `offer` would queue.
+    ending = playing(4, 0.2, 5)
+    assert admission.room_now(ending, now=0.0) == 0
+    room = admission.room_in_time(ending, now=0.0)
+    assert room >= 1
+    for i in range(room):
+        assert not admission.offer(make_request(f"r{i}", outputs=50), ending, now=0.0, continuation=False)
+    with pytest.raises(RequestRejected):
+        admission.offer(make_request("one more", outputs=50), ending, now=0.0, continuation=False)
+
+
+def test_room_in_time_is_none_when_the_streams_end_too_late_and_is_behind_the_queue():
+    admission = make_admission()
+    assert admission.room_in_time(playing(4, 0.2, 100), now=0.0) == 0
+    assert admission.room_in_time(playing(1, 1.0, 1000), now=0.0) == admission.room_now(playing(1, 1.0, 1000), now=0.0)
+    admission.queue.append(make_request("waiting"))
+    assert admission.room_in_time(playing(1, 1.0, 1000), now=0.0) == 1  # two fit: one is the queue's
+    assert make_admission(max_queue_delay=None).room_in_time(playing(3, 1.0, 10), now=0.0) == 5
