@@ -64,8 +64,10 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
     during a shutdown drain, or what stopped its first segment (RequestRejected,
     VoiceNotFoundError, NothingToSpeak, EngineDeadError);
     nothing is left running then. A full engine refuses it before its text is prepared
-    (api/early_refusal.py)."""
+    (api/early_refusal.py); its first audio is due `max_queue_delay` after this call, its
+    preparation included."""
     engine = state.engine
+    arrived = time.monotonic()
     state.drain.check()
     state.early_refusal.check(engine.stats)
     # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
@@ -78,7 +80,7 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
     state.drain.register(synthesis)
     with state.early_refusal.start(synthesis):
         try:
-            await synthesis.start()
+            await synthesis.start(arrived=arrived)
         except BaseException:
             synthesis.close()
             raise

@@ -31,23 +31,31 @@ ROOM_LIMIT = 8
 
 
 class TypicalRequest:
-    """A running mean (exponentially weighted) of admitted requests' prompt tokens and outputs.
-    Invariant: both are positive."""
+    """A running mean (exponentially weighted) of admitted requests' prompt tokens and outputs,
+    and of how much of a new speech's first-audio budget is spent before its first request
+    reaches the engine (`lead`: its prompt's preparation). Invariant: the sizes are positive,
+    the lead is >= 0."""
 
     WEIGHT = 0.1  # of each new request
 
     def __init__(self, prompt_tokens: float = 100.0, outputs: float = 300.0) -> None:
         self.prompt_tokens, self.outputs = prompt_tokens, outputs
+        self.lead = 0.0
 
-    def observe(self, request: Request) -> None:
+    def observe(self, request: Request, lead: float | None = None) -> None:
+        """Counts an admitted request; `lead`: the seconds its speech had waited before it came
+        (None: not a new speech's first request, which says nothing of that)."""
         w = self.WEIGHT
         self.prompt_tokens += w * (max(1, request.seq.num_prompt_tokens) - self.prompt_tokens)
         self.outputs += w * (max(1, request.seq.max_output_tokens + request.outputs_after) - self.outputs)
+        if lead is not None:
+            self.lead += w * (max(0.0, lead) - self.lead)
 
     def request(self, now: float, max_queue_delay: float) -> Request:
-        """A stand-in request of the typical size, arriving `now`."""
+        """A stand-in request of the typical size, reaching the engine `now` with a typical
+        speech's budget left."""
         seq = Sequence("typical", num_prompt_tokens=round(self.prompt_tokens), max_output_tokens=round(self.outputs))
-        return Request("typical", seq, None, arrival=now, first_audio_deadline=now + max_queue_delay)
+        return Request("typical", seq, None, arrival=now, first_audio_deadline=now + max_queue_delay - self.lead)
 
 
 def deadline_of(request: Request, playback: Playback | None) -> float:
@@ -97,7 +105,7 @@ class Admission:
         bypasses = continuation or self.max_queue_delay is None
         if bypasses or (not self.queue and self._starts_now(committed, [request], now)):
             self.counts.admitted += 1
-            self.typical.observe(request)
+            self.typical.observe(request, None if bypasses else self._lead(request))
             return True
         if not self._in_time(committed, [request], now):
             raise self._refusal(committed, self.queue + [request], now)
@@ -113,7 +121,7 @@ class Admission:
             started.append(self.queue.pop(0))
         self.counts.admitted += len(started)
         for request in started:
-            self.typical.observe(request)
+            self.typical.observe(request, self._lead(request))
         running = len(committed) + len(started)
         late = [r for r in self.queue if self._first_audio_after(r, running, now) > r.first_audio_deadline]
         refused = [(r, self._refusal(committed, [r], now)) for r in late]
@@ -195,6 +203,10 @@ class Admission:
         return realtime_capacity(self.step_cost.predict, self.step_audio, self.max_num_seqs)
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def _lead(self, request: Request) -> float:
+        """How much of its first-audio budget `request`'s speech had spent when it came."""
+        return request.arrival + self.max_queue_delay - request.first_audio_deadline
 
     def _overrun(self, streams: int) -> Overrun:
         # NOTE: scaled by a step of all of them: steps only get cheaper as streams end.

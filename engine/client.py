@@ -124,6 +124,7 @@ class EngineClient:
         continuation: bool = False,
         outputs_after: int = 0,
         follows: str | None = None,
+        arrived: float | None = None,
     ) -> AsyncIterator[AudioChunk]:
         """Yields the request's audio as it is produced. Raises RequestRejected (bad input,
         full queue, overload: see its `retry_after`), VoiceNotFoundError, or EngineDeadError.
@@ -135,7 +136,9 @@ class EngineClient:
         `outputs_after`: what the speech's later segments are expected to take (admission
         plans for the whole speech, not only this request). `follows`: the request whose audio
         is heard right before this one's (the previous segment): the engine then knows this
-        request's listener is not waiting for it until that audio has played."""
+        request's listener is not waiting for it until that audio has played. `arrived`: when
+        the speech reached the caller (time.monotonic()); its first-audio deadline counts from
+        then, so a prompt's preparation spends the same budget as waiting for room."""
         if prompt is None:
             # NOTE: on a worker thread: a phonemizer + text encoder (the joe voice) takes
             # milliseconds that would otherwise stall every other stream's chunks on this loop.
@@ -148,7 +151,7 @@ class EngineClient:
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post(AddRequest(request_id, prompt, params, priority, continuation, outputs_after, follows))
+        self._post(AddRequest(request_id, prompt, params, priority, continuation, outputs_after, follows, arrived))
         finished = False
         try:
             while True:

@@ -70,6 +70,7 @@ class EngineCore:
     def add_request(
         self, request_id: str, prompt: SpeechPrompt, params: SamplingParams, priority: int = 0,
         continuation: bool = False, outputs_after: int = 0, follows: str | None = None,
+        arrived: float | None = None,
     ) -> None:
         """Starts a request, queues it (admission), or raises RequestRejected; nothing else is
         affected either way. A `continuation` (a later segment of an admitted speech) starts.
@@ -77,7 +78,8 @@ class EngineCore:
         admission commits to as well (the engine sees one segment of a speech at a time).
         `follows`: the request whose audio its listener hears right before this one's (the
         previous segment); its playback, deadlines and slack count from when that audio runs
-        out, and it takes over that request's `outputs_after`."""
+        out, and it takes over that request's `outputs_after`. `arrived`: when its speech reached
+        the server (monotonic); its first audio is due `max_queue_delay` after that, not after now."""
         if request_id in self.requests or self.admission.is_queued(request_id):
             raise RequestRejected(f"request id {request_id!r} is in use", "duplicate_request_id")
         prompt_len = len(prompt.token_ids)
@@ -103,8 +105,9 @@ class EngineCore:
         )
         now = time.monotonic()
         delay = self.config.scheduler.max_queue_delay
+        due_from = now if arrived is None else min(now, arrived)
         request = Request(request_id, seq, stream, arrival=now,
-                          first_audio_deadline=math.inf if delay is None else now + delay,
+                          first_audio_deadline=math.inf if delay is None else due_from + delay,
                           outputs_after=max(0, outputs_after),
                           follows=self.requests.get(follows) if follows is not None else None)
         try:

@@ -75,7 +75,7 @@ class CoreLoop:
         if isinstance(command, AddRequest):
             try:
                 self.core.add_request(command.request_id, command.prompt, command.params, command.priority,
-                                      command.continuation, command.outputs_after, command.follows)
+                                      command.continuation, command.outputs_after, command.follows, command.arrived)
             except RequestRejected as exc:
                 return [Rejected.of(command.request_id, exc)]
             return []

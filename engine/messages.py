@@ -21,6 +21,9 @@ class AddRequest:
     outputs_after: int = 0
     # The request whose audio its listener hears right before this one's (the previous segment).
     follows: str | None = None
+    # When its speech reached the server (monotonic seconds, this machine's clock): its first-audio
+    # deadline counts from then, not from when its prompt was ready (None: from its arrival here).
+    arrived: float | None = None
 
 
 @dataclass(slots=True)

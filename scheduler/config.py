@@ -17,8 +17,9 @@ class SchedulerConfig:
     policy: Literal["fcfs", "priority"] = "fcfs"
     # Waiting requests beyond this are refused at admission (the API turns that into HTTP 429).
     max_waiting: int = 1024
-    # A new request waits at most this many seconds for its first audio: one that cannot have it
-    # by then is refused at once (HTTP 429). None turns admission off: every request goes to the
+    # A new request waits at most this many seconds for its first audio (counted from when its
+    # speech reached the server, when the API says: its prompt's preparation included): one that
+    # cannot have it by then is refused at once (HTTP 429). None turns admission off: every request goes to the
     # waiting queue whatever the load (offline use, and tests of the batching mechanics).
     max_queue_delay: float | None = 1.0
     # A running stream whose listener holds more than this many seconds of audio sits out steps

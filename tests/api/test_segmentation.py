@@ -184,14 +184,16 @@ class FakeEngine:
         self.starts: list[tuple[str, int, bool]] = []
         self.outputs_after: list[int] = []
         self.links: list[tuple[str, str | None]] = []  # (request id, the id it follows) per start
+        self.arrivals: list[float | None] = []  # when its speech came, as each start was told
 
     def pause(self, request_id: str, paused: bool) -> None:
         self.events.append(("pause" if paused else "resume", request_id))
 
     async def synthesize(self, text, voice, params, request_id=None, speed=1.0, prompt=None, continuation=False,
-                         outputs_after=0, follows=None):
+                         outputs_after=0, follows=None, arrived=None):
         self.events.append(("start", text))
         self.links.append((request_id, follows))
+        self.arrivals.append(arrived)
         self.outputs_after.append(outputs_after)
         self.starts.append((text, len(self.frontend.prepared) if self.frontend else 0, continuation))
         try:
@@ -227,9 +229,9 @@ def numbered(n: int) -> ListSource:
     return ListSource([Segment(f"segment {i + 1}", SamplingParams(), SpeechPrompt(token_ids=[i])) for i in range(n)])
 
 
-async def stream(engine, source) -> tuple[np.ndarray, SegmentedSynthesis]:
+async def stream(engine, source, arrived: float | None = None) -> tuple[np.ndarray, SegmentedSynthesis]:
     synthesis = SegmentedSynthesis(engine, source, "v")
-    await synthesis.start()
+    await synthesis.start(arrived=arrived)
     out = [pcm async for pcm in synthesis.pcm()]
     synthesis.close()
     return np.concatenate(out), synthesis
@@ -238,7 +240,7 @@ async def stream(engine, source) -> tuple[np.ndarray, SegmentedSynthesis]:
 def test_segments_stream_in_order_without_gaps_and_next_starts_early():
     engine = FakeEngine()
     source = numbered(3)
-    audio, synthesis = asyncio.run(stream(engine, source))
+    audio, synthesis = asyncio.run(stream(engine, source, arrived=12.5))
     assert audio.size == 3 * engine.frames * engine.samples  # nothing dropped, nothing inserted
     # Each segment's body (outside the join fades) is its own value: in order, no repetition.
     length, fade = engine.frames * engine.samples, int(JOIN_FADE_SECONDS * engine.sample_rate)
@@ -256,6 +258,8 @@ def test_segments_stream_in_order_without_gaps_and_next_starts_early():
     # Each later segment's request names the one its audio follows.
     ids = [request_id for request_id, _ in engine.links]
     assert len(set(ids)) == 3 and [follows for _, follows in engine.links] == [None, ids[0], ids[1]]
+    # Only the first request's deadline counts from the speech's arrival (the others continue).
+    assert engine.arrivals == [12.5, None, None]
     assert source.closed
 
 

@@ -1,6 +1,8 @@
 """Admission in the engine core on tiny-random, on a constructed machine (fixed step costs)."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -104,3 +106,25 @@ def drain_with_refusals(core, max_steps: int = 20_000) -> tuple[dict, dict]:
             chunks.setdefault(chunk.request_id, []).append(chunk)
         late.update(core.take_refusals())
     raise AssertionError("engine did not become idle")
+
+
+def test_a_speech_that_waited_for_its_prompt_is_due_from_its_arrival_and_counted_as_lead(make_core, tiny_frontend):
+    """The API says when the speech came: preparing its prompt spent part of its first-audio
+    budget, so its deadline counts from then, and admission's typical newcomer learns that lead."""
+    core = make_core(num_blocks=256, max_num_seqs=4, max_queue_delay=1.0)
+    fixed_cost(core, 0.001)
+    arrived = time.monotonic() - 0.3
+    params = SamplingParams(temperature=0.8, seed=1, max_tokens=OUTPUTS)
+    core.add_request("r1", tiny_frontend.prepare("Sentence one.", "tara"), params, arrived=arrived)
+    r1 = core.requests["r1"]
+    assert r1.first_audio_deadline == pytest.approx(arrived + 1.0) and r1.arrival > arrived + 0.29
+    lead = core.admission.typical.lead
+    assert lead == pytest.approx(0.1 * (r1.arrival - arrived))
+    # A later segment (a continuation) says nothing of a new speech's wait; a new speech that
+    # came without waiting pulls the mean lead down.
+    add(core, tiny_frontend, "r2", continuation=True)
+    assert core.admission.typical.lead == lead
+    add(core, tiny_frontend, "r3")
+    assert core.admission.typical.lead == pytest.approx(0.9 * lead, abs=1e-4)
+    typical = core.admission.typical.request(10.0, 1.0)
+    assert typical.first_audio_deadline == pytest.approx(11.0 - core.admission.typical.lead)
