@@ -72,6 +72,24 @@ class HttpDriver:
             await self._http.aclose()
 
 
+async def connection_floor(base_url: str, path: str, count: int) -> list[float]:
+    """Seconds each of `count` GETs of `path` took, all sent at once, each on a connection of its
+    own opened for it: what a burst of new clients costs before any speech work (this client and
+    the server's HTTP stack on the same machine), the floor under the burst's 429 times."""
+    import asyncio
+
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(60.0, connect=_CONNECT_TIMEOUT_S),
+                                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=0)) as http:
+        async def one() -> float:
+            sent = time.monotonic()
+            (await http.get(path)).raise_for_status()
+            return time.monotonic() - sent
+
+        return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
 def chorus_driver(base_url: str, model: str = "tiny-random", response_format: str = "pcm",
                   sample_rate: int = 24000) -> HttpDriver:
     """`POST /v1/audio/speech` of a Chorus server, streamed. The server, not this driver, sizes

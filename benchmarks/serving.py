@@ -29,12 +29,12 @@ from tqdm import tqdm
 
 from benchmarks.corpus import BenchRequest
 from benchmarks.data import eval_sentences, paragraphs
-from benchmarks.http_drivers import HttpDriver, chorus_driver
+from benchmarks.http_drivers import HttpDriver, chorus_driver, connection_floor
 from benchmarks.input_length import input_length_run
 from benchmarks.peers import piper_driver, piper_server
 from benchmarks.server_process import ServerProcess, chorus_server, free_port
 from benchmarks.serving_metrics import SERVING_CRITERIA, level_summary, serving_capacity
-from benchmarks.trace import RequestTrace
+from benchmarks.trace import RequestTrace, percentile
 from benchmarks.workloads import RunResult, burst, closed_loop, poisson
 
 SYSTEMS = ("chorus", "piper")
@@ -131,6 +131,11 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
                 for rate in loads["poisson_rates"]]
             bursts = [await measured(f"burst {n}", n, lambda done, n=n: burst(driver, requests, n, args.drain_seconds, done))
                       for n in loads["burst_sizes"]]
+            if system == "chorus":  # the floor under its refusal times (Piper refuses nothing)
+                for record in bursts:
+                    server.wait_idle(args.settle_seconds)
+                    floor = await connection_floor(server.base_url, "/health", int(record["load"]))
+                    record["connection_floor_p99_s"] = percentile(floor, 99)
         finally:
             await driver.close()
         server.wait_idle(args.settle_seconds)

@@ -44,13 +44,14 @@ def level_table(report: dict) -> list[str]:
 
 def burst_table(report: dict) -> list[str]:
     rows = ["| system | burst (requests at once) | TTFA p50 / p95 / p99 ms | viable % (0 / 200 ms) | 429 % | "
-            "429 answered in p99 ms | Retry-After % | errors |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+            "429 answered in p99 ms | as many GET /health at once, p99 ms | Retry-After % | errors |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for s in report["systems"]:
         for multiple, lv in zip(s["loads"]["burst_multiples"], s["bursts"]):
             rows.append(f"| {s['system']} | {lv['load']:g} ({multiple:g}× capacity) | {_ms(lv['ttfa_p50'])} / "
                         f"{_ms(lv['ttfa_p95'])} / {_ms(lv['ttfa_p99'])} | {_pct(lv['viable_pct_0ms'])} / "
                         f"{_pct(lv['viable_pct_200ms'])} | {_pct(lv['refused_pct'])} | {_ms(lv['refusal_p99_s'])} | "
-                        f"{_pct(lv['retry_after_pct'])} | {_errors(lv['errors'])} |")
+                        f"{_ms(lv.get('connection_floor_p99_s'))} | {_pct(lv['retry_after_pct'])} | {_errors(lv['errors'])} |")
     return rows
 
 

@@ -46,6 +46,10 @@ def test_quick_run_chorus_against_piper(tmp_path, chorus_cache):
         ttfas = [next(at for at, n in t["chunks"] if n) - t["sent"] for t in single["traces"]]
         assert single["ttfa_p50"] == pytest.approx(percentile(ttfas, 50), abs=2e-3)
         assert [b["load"] for b in system["bursts"]] == loads["burst_sizes"]
+    # Chorus's bursts carry the floor under their 429 times: as many bare GETs at once.
+    assert all(b["connection_floor_p99_s"] > 0 for b in report["systems"][0]["bursts"])
+    assert all("connection_floor_p99_s" not in b for b in report["systems"][1]["bursts"])
+    assert "as many GET /health at once, p99 ms" in markdown
     assert [r["format"] for r in report["systems"][0]["input_length"]] == ["pcm"]
     assert [r["format"] for r in report["systems"][1]["input_length"]] == ["wav"]
     for system in report["systems"]:
