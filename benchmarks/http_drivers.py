@@ -6,6 +6,7 @@ format of the body it gets back (`benchmarks/audio_bodies.py`). Only 127.0.0.1 i
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Callable
 
@@ -20,6 +21,12 @@ CHORUS_BODIES: dict[str, Callable[[int], BodyAudio]] = {"pcm": lambda _: PcmBody
 _CONNECT_TIMEOUT_S = 10.0
 
 
+def _local_only(base_url: str) -> str:
+    if not base_url.startswith(("http://127.0.0.1", "http://localhost")):
+        raise ValueError(f"the load generator only targets 127.0.0.1, got {base_url}")
+    return base_url
+
+
 class HttpDriver:
     """One HTTP speech endpoint. Invariant: each `run` leaves its trace served (every audio read
     recorded), refused (HTTP 429: `trace.refuse` with the Retry-After header) or failed
@@ -28,10 +35,8 @@ class HttpDriver:
 
     def __init__(self, name: str, base_url: str, path: str, request_body: Callable[[BenchRequest], dict],
                  body_audio: Callable[[], BodyAudio], sample_rate: int, timeout_s: float = 600.0) -> None:
-        if not base_url.startswith(("http://127.0.0.1", "http://localhost")):
-            raise ValueError(f"the load generator only targets 127.0.0.1, got {base_url}")
         self.name = name
-        self.base_url = base_url
+        self.base_url = _local_only(base_url)
         self.path = path
         self.request_body = request_body
         self.body_audio = body_audio
@@ -76,11 +81,9 @@ async def connection_floor(base_url: str, path: str, count: int) -> list[float]:
     """Seconds each of `count` GETs of `path` took, all sent at once, each on a connection of its
     own opened for it: what a burst of new clients costs before any speech work (this client and
     the server's HTTP stack on the same machine), the floor under the burst's 429 times."""
-    import asyncio
-
     import httpx
 
-    async with httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(60.0, connect=_CONNECT_TIMEOUT_S),
+    async with httpx.AsyncClient(base_url=_local_only(base_url), timeout=httpx.Timeout(60.0, connect=_CONNECT_TIMEOUT_S),
                                  limits=httpx.Limits(max_connections=None, max_keepalive_connections=0)) as http:
         async def one() -> float:
             sent = time.monotonic()

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.audio_bodies import Mp3Body, PcmBody, WavBody
 from benchmarks.corpus import BenchRequest
-from benchmarks.http_drivers import HttpDriver
+from benchmarks.http_drivers import HttpDriver, connection_floor
 from benchmarks.trace import RequestTrace
 from benchmarks.workloads import burst, closed_loop
 
@@ -139,3 +139,10 @@ def test_a_burst_sends_every_request_at_once():
     assert len(result.traces) == 8 and all(t.ok for t in result.traces)
     assert max(driver.sent) - min(driver.sent) < 0.05
     assert result.wall_seconds < 1.0
+
+
+def test_only_this_machine_is_ever_targeted():
+    with pytest.raises(ValueError, match="127.0.0.1"):
+        HttpDriver("test", "http://example.com", "/speak", lambda r: {"text": r.text}, PcmBody, 1000)
+    with pytest.raises(ValueError, match="127.0.0.1"):
+        asyncio.run(connection_floor("http://10.0.0.1:8000", "/health", 2))
