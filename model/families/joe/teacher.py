@@ -142,6 +142,7 @@ def onnx_session(path: Path, threads: int = 1) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
     # NOTE: onnxruntime's idle workers spin by default; beside torch's threads on a small machine
     # they took the cores from the LM steps between decodes (measured: the joe student's forward
     # time 3.4 s -> 1.6 s over the same 10 sentences with spinning off).
