@@ -36,13 +36,37 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replica-gpus", type=float, default=0.0,
                         help="with --replicas: GPUs Ray gives each replica (1 on a GPU machine)")
     add_prompt_args(parser)
+    add_limit_args(parser)
     add_engine_args(parser)
+
+
+# The limits on one request's cost and on the speak socket (docs/operations.md, "Limits"): each
+# an ApiSettings field of the same name, whose default the flag takes.
+LIMIT_FLAGS = {
+    "max_segment_words": "the most words of one segment (an engine request) of a speech",
+    "max_prompt_tokens": "the most tokens of one segment's prompt: longer ones are cut before they are prepared",
+    "max_word_chars": "the longest run of characters without whitespace an input may hold (400 beyond)",
+    "socket_max_speak_chars": "the most characters of text one speak-socket Speak message may carry",
+    "socket_max_turn_chars": "the most characters of text one speak-socket turn (between Flushes) may carry",
+    "socket_max_message_bytes": "the largest speak-socket message, in bytes",
+    "socket_idle_seconds": "close a speak socket with no message and nothing to send for this long",
+    "socket_send_timeout_seconds": "close a speak socket whose client reads nothing for this long",
+}
+
+
+def add_limit_args(parser: argparse.ArgumentParser) -> None:
+    defaults = ApiSettings()
+    for name, help_text in LIMIT_FLAGS.items():
+        default = getattr(defaults, name)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default,
+                            help=f"{help_text} (default {default:g})")
 
 
 def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
     """The API settings `chorus serve` flags ask for (also each Ray Serve replica's)."""
+    limits = {name: getattr(args, name) for name in LIMIT_FLAGS}
     return ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
-                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds)
+                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds, **limits)
 
 
 def add_prompt_args(parser: argparse.ArgumentParser) -> None:

@@ -42,6 +42,25 @@ class ApiSettings:
     stalled_client_seconds: float = 30.0
     # FastAPI's /docs and /redoc pages (their JavaScript comes from a CDN).
     enable_docs: bool = False
+    # Bounded cost per request, on every route (docs/operations.md, "Limits"). A segment is cut
+    # to at most `max_segment_words` words (and `max_segment_chars` characters) before it is
+    # prepared, and its prompt to at most `max_prompt_tokens` tokens: the front end refuses a
+    # longer one before its costly part and the text is cut again. joe's prompt preparation
+    # grows with its phonemes (1,000 in one sentence: 0.6 s and ~90 MB on the 2-core machine;
+    # 17,000: 150 s and 19 GB), so the token bound is what bounds its memory. A run of more than
+    # `max_word_chars` characters without whitespace cannot be cut sensibly and is refused.
+    max_segment_words: int = 150
+    max_prompt_tokens: int = 1024
+    max_word_chars: int = 256
+    # The speak socket (api/deepgram/socket.py): the most text one Speak message may carry
+    # (Deepgram's 2,000 characters) and one turn (the text between two Flushes: the REST
+    # routes' 4,096), the most bytes of one message, how long a connection may sit with no
+    # message and nothing to send, and how long one send may wait on a client that reads nothing.
+    socket_max_speak_chars: int = 2000
+    socket_max_turn_chars: int = 4096
+    socket_max_message_bytes: int = 64 * 1024
+    socket_idle_seconds: float = 300.0
+    socket_send_timeout_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
@@ -60,6 +79,13 @@ class ApiSettings:
             raise ValueError(f"retry_after_seconds must be >= 1, got {self.retry_after_seconds}")
         if self.first_segment_max_words < 1 or self.max_segment_chars < 1 or self.prompt_workers < 1:
             raise ValueError("first_segment_max_words, max_segment_chars and prompt_workers must be >= 1")
+        counts = {name: getattr(self, name) for name in (
+            "max_segment_words", "max_prompt_tokens", "max_word_chars", "socket_max_speak_chars",
+            "socket_max_turn_chars", "socket_max_message_bytes")}
+        if (small := [name for name, value in counts.items() if value < 1]):
+            raise ValueError(f"{', '.join(small)} must be >= 1")
+        if not self.socket_idle_seconds > 0 or not self.socket_send_timeout_seconds > 0:
+            raise ValueError("socket_idle_seconds and socket_send_timeout_seconds must be > 0")
 
     def max_tokens_for(self, text: str, outputs_per_second: float) -> int:
         seconds = self.min_audio_seconds + len(text) * self.audio_seconds_per_char

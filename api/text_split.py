@@ -17,6 +17,20 @@ WORD = re.compile(r"\s+")
 _BOUNDARIES = (SENTENCE, CLAUSE, WORD)
 
 
+class UncuttableText(ValueError):
+    """Text with a run of characters without whitespace too long to cut sensibly (a segment
+    could only end inside it): refused, never prepared."""
+
+
+def check_runs(text: str, max_run_chars: int) -> None:
+    """Raises UncuttableText when `text` has a run of more than `max_run_chars` characters
+    without whitespace (linear in the text)."""
+    longest = max(map(len, text.split()), default=0)
+    if longest > max_run_chars:
+        raise UncuttableText(f"the text has a run of {longest} characters without whitespace; "
+                             f"at most {max_run_chars} can be cut into speakable segments")
+
+
 def _cut_ends(text: str, boundary: re.Pattern) -> list[int]:
     """Where the pieces of `text` at `boundary` end (each boundary's whitespace ends its piece),
     strictly inside the text."""
