@@ -21,8 +21,9 @@ from api.draining import Drain
 from api.early_refusal import EarlyRefusal
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
-from api.planning import SegmentPlanner
+from api.planning import SegmentPlanner, bounded_prepare
 from api.prompt_pool import PromptPool
+from api.query_check import QueryCheckMiddleware
 from api.settings import ApiSettings
 from engine.client import EngineClient
 from engine.config import EngineConfig
@@ -48,7 +49,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         await client.start()
         give_up = asyncio.create_task(_exit_when_the_engine_gives_up(app, client))
         try:
-            async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
+            prepare = bounded_prepare(client.frontend, settings, client.limits)
+            async with PromptPool(prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
                 # Token budgets and the splitting of long inputs follow the limits the engine enforces.
                 app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
                 yield
@@ -73,11 +75,13 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     async def web_page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
 
-    # The middleware added last runs first: the size limit guards every route, then auth
-    # checks the key on the protected ones.
+    # The middleware added last runs first: the query check refuses a malformed query string
+    # (HTTP and WebSocket) from the request line alone, before any body is read; the body limit
+    # guards every HTTP route; then auth checks the key on the protected ones.
     app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
                        timeout_seconds=settings.body_timeout_seconds)
+    app.add_middleware(QueryCheckMiddleware)
     return app
 
 

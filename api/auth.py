@@ -7,6 +7,7 @@ import hmac
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.deepgram.errors import DeepgramError
+from api.error_shape import speaks_deepgram
 from api.errors import error_response
 
 # Only these need a key; health checks, the web page and the API description stay open.
@@ -14,8 +15,6 @@ PROTECTED_PREFIXES = ("/v1/", "/metrics")
 # ...and these two read-only lists too: Open WebUI fetches them without sending its key (a
 # refusal makes it fall back to OpenAI's six voice names), and they only name voices and models.
 OPEN_PATHS = ("/v1/audio/voices", "/v1/audio/models")
-# Deepgram's routes answer a refusal in Deepgram's error shape.
-DEEPGRAM_PREFIX = "/v1/speak"
 AUTH_SCHEMES = ("bearer", "token")
 
 
@@ -46,7 +45,7 @@ class BearerKeyMiddleware:
         if key_matches(presented, self.api_key):
             await self.app(scope, receive, send)
             return
-        if scope["path"].startswith(DEEPGRAM_PREFIX):
+        if speaks_deepgram(scope["path"]):
             response = DeepgramError(401, "INVALID_AUTH", "Invalid credentials.").response("unauthenticated")
         else:
             message = "Missing API key: send 'Authorization: Bearer <key>'" if not presented else "Incorrect API key provided"

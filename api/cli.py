@@ -15,11 +15,12 @@ import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
 from api.http_protocol import bounded_h11
-from api.planning import SegmentPlanner
+from api.planning import SegmentPlanner, bounded_prepare
 from api.prompt_pool import PromptPool
 from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
 from api.settings import ApiSettings
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from api.text_split import UnspeakableText
 from engine.client import EngineClient
 
 
@@ -31,7 +32,7 @@ def pcm16(samples: np.ndarray) -> bytes:
 async def _say(args: argparse.Namespace) -> int:
     settings = ApiSettings(prompt_workers=args.prompt_workers)
     async with EngineClient(engine_config_from_args(args)) as client, \
-            PromptPool(client.frontend.prepare, settings.prompt_workers) as pool:
+            PromptPool(bounded_prepare(client.frontend, settings, client.limits), settings.prompt_workers) as pool:
         voice = args.voice or client.frontend.voices[0]
         if client.frontend.model_speed(args.speed) != args.speed:
             low, high = client.frontend.speed_range
@@ -42,7 +43,11 @@ async def _say(args: argparse.Namespace) -> int:
         if args.max_tokens is not None:
             params = params.replace(max_tokens=args.max_tokens)
         planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
-        segments = planner.plan(args.text, voice, args.speed, params)
+        try:
+            segments = await planner.plan(args.text, voice, args.speed, params)
+        except UnspeakableText as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         synthesis = SegmentedSynthesis(client, segments, voice, args.speed)
         started = time.monotonic()
         try:

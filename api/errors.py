@@ -1,4 +1,5 @@
-"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}; and how any error
+message, in either API's shape, quotes a value from the request."""
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
@@ -6,15 +7,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-_TYPES = {
-    400: "invalid_request_error",
-    401: "invalid_request_error",
-    404: "invalid_request_error",
-    405: "invalid_request_error",
-    413: "invalid_request_error",
-    429: "rate_limit_error",
-    503: "server_error",
-}
+# A value from the request is quoted in a message up to this many characters.
+QUOTED_CHARS = 64
+
+
+def quoted(value: str, limit: int = QUOTED_CHARS) -> str:
+    """`value` as an error message shows it: quoted and escaped as `repr` does (so a control
+    character reads as its escape), at most `limit` characters of it, then "…"."""
+    return repr(value[:limit]) + ("…" if len(value) > limit else "")
+
+
+def error_type(status: int) -> str:
+    """OpenAI's error type for a status: the client's fault for any 4xx (429 named as such), the
+    server's for the rest."""
+    if status == 429:
+        return "rate_limit_error"
+    return "invalid_request_error" if 400 <= status < 500 else "server_error"
 
 
 class ApiError(Exception):
@@ -42,7 +50,7 @@ class ApiError(Exception):
 def error_response(
     status: int, message: str, code: str | None = None, param: str | None = None, headers: dict | None = None
 ) -> JSONResponse:
-    body = {"message": message, "type": _TYPES.get(status, "server_error"), "param": param, "code": code}
+    body = {"message": message, "type": error_type(status), "param": param, "code": code}
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 

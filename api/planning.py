@@ -3,15 +3,16 @@ by text alone (api/text_split.py), each prepared in the prompt pool only when it
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from dataclasses import dataclass
 
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from api.synthesis import Segment
-from api.text_split import cut_near, plan_texts
+from api.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
 from engine.outputs import EngineLimits
-from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
+from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 
 # A too-long segment is cut this far below the share of it that would fit, so that the head
@@ -28,8 +29,24 @@ SPOKEN_SECONDS_PER_CHAR = 0.07
 PREPARE_AHEAD_BELOW_SECONDS = 1.5
 
 
-class NothingToSpeak(ValueError):
+class NothingToSpeak(UnspeakableText):
     """No segment of the speech has anything the front end can speak (only punctuation)."""
+
+
+def prompt_token_limit(settings: ApiSettings, limits: EngineLimits) -> int:
+    """The most tokens one segment's prompt may have: the settings' bound on preparation's cost,
+    and always room for an output in the engine's context."""
+    return max(1, min(settings.max_prompt_tokens, limits.context_tokens - 1))
+
+
+def bounded_prepare(frontend: PromptFrontend, settings: ApiSettings, limits: EngineLimits):
+    """The front end's `prepare` as the prompt pool runs it: refusing (PromptTooLong) any prompt
+    over `prompt_token_limit` before it costs more than a count."""
+    return functools.partial(frontend.prepare, max_tokens=prompt_token_limit(settings, limits))
+
+
+# What `_prepared` returns for a piece whose prompt was over the token limit (it has been cut).
+_REPLACED = object()
 
 
 @dataclass(slots=True)
@@ -43,8 +60,9 @@ class SpeechSegments:
     """One speech's segments, prepared in order, each when the one before it is handed out if
     that one is short (PREPARE_AHEAD_BELOW_SECONDS), else when `next` asks for it.
     Invariants: `next` hands out the text's segments in order, each once, each with a prompt
-    that fits the engine's context (a segment that does not is cut, and only its pieces are
-    prepared again); pieces with nothing to speak are dropped, and if every piece is, the first
+    that fits the engine's context and the prompt-token limit (a segment whose prompt would not
+    is cut, and only its pieces are prepared again; a single character over it raises
+    UncuttableText); pieces with nothing to speak are dropped, and if every piece is, the first
     `next` raises NothingToSpeak; at most one segment is prepared ahead of those handed out;
     `close` cancels every preparation still pending.
 
@@ -88,6 +106,8 @@ class SpeechSegments:
             while self._pending:
                 planned = self._pending[0]
                 prompt = await self._prepared(planned)
+                if prompt is _REPLACED:
+                    continue  # its pieces have taken its place
                 self._pending.popleft()
                 segment = None if prompt is None else self._fitted(planned, prompt)
                 if segment is not None:
@@ -122,9 +142,14 @@ class SpeechSegments:
         context = self._planner.limits.context_tokens
         if needed <= context or len(planned.text) < 2:
             return Segment(planned.text, self._params.replace(max_tokens=budget), prompt)
-        head, tail = cut_near(planned.text, int(len(planned.text) * context / needed * _CUT_MARGIN))
-        self._pending.extendleft([_Planned(tail, planned.index), _Planned(head, planned.index)])
+        self._cut(planned, context / needed)
         return None
+
+    def _cut(self, planned: _Planned, share: float) -> None:
+        """Puts the two pieces of `planned` (the first about `share` of it) in its place at the
+        front of the queue; it must have been popped already."""
+        head, tail = cut_near(planned.text, int(len(planned.text) * share * _CUT_MARGIN))
+        self._pending.extendleft([_Planned(tail, planned.index), _Planned(head, planned.index)])
 
     def _submit(self, planned: _Planned) -> None:
         if planned.job is None:
@@ -133,13 +158,21 @@ class SpeechSegments:
                 first=not self._handed_out,
             )
 
-    async def _prepared(self, planned: _Planned) -> SpeechPrompt | None:
-        """The piece's prompt, or None when the front end finds nothing to speak in it."""
+    async def _prepared(self, planned: _Planned):
+        """The piece's prompt; None when the front end finds nothing to speak in it; _REPLACED when its
+        prompt would be over the token limit, and it has been replaced by its pieces."""
         self._submit(planned)
         try:
             return await planned.job
         except VoiceNotFoundError:
             raise
+        except PromptTooLong as exc:
+            if len(planned.text) < 2:
+                raise UncuttableText(f"the character {planned.text!r} alone makes a prompt of {exc.tokens} "
+                                     f"tokens; at most {exc.limit}") from None
+            self._pending.popleft()
+            self._cut(planned, exc.limit / exc.tokens)
+            return _REPLACED
         except ValueError:
             return None
 
@@ -166,11 +199,20 @@ class SegmentPlanner:
         self.settings = settings
         self.limits = limits
 
-    def plan(self, text: str, voice: str, speed: float = 1.0, params: SamplingParams | None = None) -> SpeechSegments:
+    async def plan(self, text: str, voice: str, speed: float = 1.0,
+                   params: SamplingParams | None = None) -> SpeechSegments:
         """The speech's segments, none prepared yet. `params` (default: the model's) apply to
-        every segment, each with its own output budget."""
-        texts = plan_texts(text, self.settings.first_segment_max_words, self.settings.max_segment_chars)
+        every segment, each with its own output budget. The text is cut on a worker thread (its
+        cost grows with the text; the event loop serves every other stream). Raises
+        UncuttableText for a text with a run of characters too long to cut."""
+        texts = await asyncio.to_thread(self.texts, text)
         return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())
+
+    def texts(self, text: str) -> list[str]:
+        """`text` cut into segments within the settings' bounds (linear in the text)."""
+        settings = self.settings
+        check_runs(text, settings.max_word_chars)
+        return plan_texts(text, settings.first_segment_max_words, settings.max_segment_chars, settings.max_segment_words)
 
     def plan_live(self, voice: str, speed: float = 1.0, params: SamplingParams | None = None) -> SpeechSegments:
         """A speech whose text arrives while it plays: `extend` it with ready segments (cut by

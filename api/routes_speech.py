@@ -13,11 +13,11 @@ from api.audio.encoders import MEDIA_TYPES, default_rate, supported_rates
 from api.audio.pipeline import AudioPipeline
 from api.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
 from api.errors import ApiError
-from api.planning import NothingToSpeak
 from api.schemas import SpeechRequest
 from api.speech import (CLIENT_CLOSED_REQUEST, ClientGone, encoded_audio, outcome_of, retry_after_seconds,
                         start_speech, unless_client_leaves)
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from api.text_split import UnspeakableText
 from api.word_timeline import word_events
 from engine.errors import EngineDeadError, RequestRejected
 from model.families.base import VoiceNotFoundError
@@ -83,7 +83,7 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
         synthesis, model_speed = await start_speech(state, body.input, voice, body.speed, body.seed)
     except BaseException as exc:
         error = _as_api_error(exc, state.settings.retry_after_seconds)
-        if error is None and isinstance(exc, NothingToSpeak):
+        if error is None and isinstance(exc, UnspeakableText):
             error = ApiError(400, f"The input cannot be spoken: {exc}", "invalid_value", "input")
         if error is None:
             raise

@@ -61,8 +61,9 @@ def outcome_of(status: int) -> str:
 async def start_speech(state, text: str, voice: str, speed: float, seed: int | None) -> tuple[SegmentedSynthesis, float]:
     """Plans `text` and starts its synthesis: returns it, with its first audio on the way, and the
     speed the model speaks at (the pipeline stretches the rest of `speed`). Raises ShuttingDown
-    during a shutdown drain, or what stopped its first segment (RequestRejected,
-    VoiceNotFoundError, NothingToSpeak, EngineDeadError);
+    during a shutdown drain, UnspeakableText for a text that cannot be cut (or has nothing to
+    speak), or what stopped its first segment (RequestRejected, VoiceNotFoundError,
+    EngineDeadError);
     nothing is left running then. A full engine refuses it before its text is prepared
     (api/early_refusal.py); its first audio is due `max_queue_delay` after this call, its
     preparation included."""
@@ -73,7 +74,7 @@ async def start_speech(state, text: str, voice: str, speed: float, seed: int | N
     # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
     model_speed = engine.frontend.model_speed(speed)
     params = engine.frontend.default_sampling().replace(seed=seed)
-    segments = state.planner.plan(text, voice, model_speed, params)
+    segments = await state.planner.plan(text, voice, model_speed, params)
     settings = state.settings
     synthesis = SegmentedSynthesis(engine, segments, voice, model_speed, settings.client_backlog_seconds,
                                    settings.stalled_client_seconds)

@@ -17,7 +17,11 @@ WORD = re.compile(r"\s+")
 _BOUNDARIES = (SENTENCE, CLAUSE, WORD)
 
 
-class UncuttableText(ValueError):
+class UnspeakableText(ValueError):
+    """An input that cannot become speech, for a reason the client is told (a 400)."""
+
+
+class UncuttableText(UnspeakableText):
     """Text with a run of characters without whitespace too long to cut sensibly (a segment
     could only end inside it): refused, never prepared."""
 
@@ -57,30 +61,69 @@ def split_first(text: str, max_words: int) -> tuple[str, str]:
     return text[:end].strip(), text[end:].strip()
 
 
-def pack_sentences(text: str, spoken_chars: int, max_chars: int) -> list[str]:
+def pack_sentences(text: str, spoken_chars: int, max_chars: int, max_words: int | None = None) -> list[str]:
     """Consecutive segments of whole sentences. Each holds as many sentences as fit in a budget
-    of the characters before it (`spoken_chars` precede `text`), at most `max_chars`, and at
-    least one: segments grow like the audio chunks do, so there are few joins and each segment is
-    short against the audio already ahead of it."""
+    of the characters before it (`spoken_chars` precede `text`), at most `max_chars` and
+    `max_words` words, and at least one: segments grow like the audio chunks do, so there are few
+    joins and each segment is short against the audio already ahead of it. A sentence over
+    either bound is first cut to size (`cut_to_size`), its pieces packed like sentences."""
     starts = [0, *_cut_ends(text, SENTENCE)]
-    sentences = [text[start:end] for start, end in zip(starts, [*starts[1:], len(text)])]
+    sentences = [piece for start, end in zip(starts, [*starts[1:], len(text)])
+                 for piece in _sized(text[start:end], max_chars, max_words)]
+    word_limit = max_words or len(text)
     segments: list[str] = []
-    current = ""
+    current, current_words = "", 0
     for sentence in sentences:
+        words = _word_count(sentence)
         budget = min(max_chars, spoken_chars)
-        if current and len(current) + len(sentence) > budget:
+        if current and (len(current) + len(sentence) > budget or current_words + words > word_limit):
             segments.append(current.strip())
             spoken_chars += len(current)
-            current = ""
+            current, current_words = "", 0
         current += sentence
+        current_words += words
     segments.append(current.strip())
     return [segment for segment in segments if segment]
 
 
-def plan_texts(text: str, first_max_words: int, max_chars: int) -> list[str]:
-    """The segments of a speech: `split_first`'s first segment, then `pack_sentences`."""
+def _sized(sentence: str, max_chars: int, max_words: int | None) -> list[str]:
+    """The sentence as it is (its whitespace kept, which the front end may read) when it is within
+    the bounds, else its pieces cut to size, each followed by a space."""
+    if len(sentence.strip()) <= max_chars and (max_words is None or _word_count(sentence) <= max_words):
+        return [sentence]
+    return [piece + " " for piece in cut_to_size(sentence, max_chars, max_words)]
+
+
+def plan_texts(text: str, first_max_words: int, max_chars: int, max_words: int | None = None) -> list[str]:
+    """The segments of a speech: `split_first`'s first segment (cut to size too), then
+    `pack_sentences`. Every segment has at most `max_chars` characters and `max_words` words
+    (None: no bound on words beyond the first segment's)."""
     first, rest = split_first(text, first_max_words)
-    return [segment for segment in (first, *pack_sentences(rest, len(first), max_chars)) if segment]
+    firsts = cut_to_size(first, max_chars, max_words)
+    spoken = sum(map(len, firsts))
+    return [segment for segment in (*firsts, *pack_sentences(rest, spoken, max_chars, max_words)) if segment]
+
+
+def cut_to_size(text: str, max_chars: int, max_words: int | None = None) -> list[str]:
+    """`text` as consecutive pieces of at most `max_chars` characters and `max_words` words, each
+    cut where `cut_near` would (the coarsest boundary that fits). Linear in the text: each cut
+    looks only at the next `max_chars` + 1 characters."""
+    pieces = []
+    text = text.strip()
+    while text:
+        window = text[:max_chars + 1]
+        limit = max_chars
+        if max_words is not None:
+            word_starts = _cut_ends(window, WORD)  # where words 2, 3, ... begin
+            if len(word_starts) >= max_words:
+                limit = min(limit, word_starts[max_words - 1])
+        if len(text) <= limit:
+            pieces.append(text)
+            break
+        end = _cut_point(window, limit)
+        pieces.append(text[:end].strip())
+        text = text[end:].strip()
+    return pieces
 
 
 def cut_near(text: str, max_chars: int) -> tuple[str, str]:
@@ -89,9 +132,14 @@ def cut_near(text: str, max_chars: int) -> tuple[str, str]:
     word), else after `max_chars` characters (a word longer than that). Both are non-empty
     when `text` has two or more characters."""
     text = text.strip()
-    limit = max(1, min(max_chars, len(text) - 1))
+    end = _cut_point(text, max(1, min(max_chars, len(text) - 1)))
+    return text[:end].strip(), text[end:].strip()
+
+
+def _cut_point(text: str, limit: int) -> int:
+    """Where `cut_near` cuts `text` for a head of at most `limit` characters (0 < limit < len)."""
     for boundary in _BOUNDARIES:
         ends = [end for end in _cut_ends(text, boundary) if end <= limit]
         if ends:
-            return text[:ends[-1]].strip(), text[ends[-1]:].strip()
-    return text[:limit].strip(), text[limit:].strip()
+            return ends[-1]
+    return limit

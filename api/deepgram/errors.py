@@ -2,19 +2,35 @@
 and `dg-error` headers), and the WebSocket's Warning and Error messages."""
 from __future__ import annotations
 
+import re
+
 from fastapi.responses import JSONResponse
+
+_ERR_CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 class DeepgramError(Exception):
-    """An error answer of the speak API: HTTP status and Deepgram's err_code / err_msg."""
+    """An error answer of the speak API: HTTP status and Deepgram's err_code / err_msg.
+    Invariant: its headers hold nothing from the request: err_msg (which may quote the request)
+    goes in the JSON body only, and `dg-error` is a fixed ASCII phrase made from err_code, a
+    constant of this server's code. (A header value is Latin-1 without CR, LF or NUL: an echoed
+    request value that breaks that is a 500, or a connection dropped with no answer.)"""
 
     def __init__(self, status: int, err_code: str, err_msg: str, headers: dict[str, str] | None = None) -> None:
+        if not _ERR_CODE.fullmatch(err_code):
+            raise ValueError(f"err_code must be an UPPER_SNAKE_CASE constant, got {err_code!r}")
         super().__init__(err_msg)
         self.status, self.err_code, self.err_msg = status, err_code, err_msg
         self.headers = headers or {}
 
+    @property
+    def summary(self) -> str:
+        """What `dg-error` says: err_code in words ("INVALID_QUERY_PARAMETER" → "Invalid query
+        parameter")."""
+        return self.err_code.replace("_", " ").capitalize()
+
     def response(self, request_id: str) -> JSONResponse:
-        headers = {"dg-request-id": request_id, "dg-error": self.err_msg, **self.headers}
+        headers = {"dg-request-id": request_id, "dg-error": self.summary, **self.headers}
         return JSONResponse({"err_code": self.err_code, "err_msg": self.err_msg, "request_id": request_id},
                             status_code=self.status, headers=headers)
 

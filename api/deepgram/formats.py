@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.audio.encoders import MEDIA_TYPES
+from api.errors import quoted
 
 
 class InvalidAudioQuery(ValueError):
@@ -68,19 +69,19 @@ def audio_choice(encodings: dict[str, Encoding], encoding: str | None, container
     """The format a request's query parameters ask for (None: Deepgram's default)."""
     name = encoding or default_encoding
     if name not in encodings:
-        raise InvalidAudioQuery("encoding", f"encoding must be one of {', '.join(encodings)}; got '{name}'")
+        raise InvalidAudioQuery("encoding", f"encoding must be one of {', '.join(encodings)}; got {quoted(name)}")
     spec = encodings[name]
     box = container or next(iter(spec.containers))
     if box not in spec.containers:
         raise InvalidAudioQuery("container", f"{name} audio comes in container {' or '.join(spec.containers)}; "
-                                             f"got '{box}'")
+                                             f"got {quoted(box)}")
     if sample_rate is None:
         rate = spec.rates[0]
     else:
         try:
             rate = int(sample_rate)
         except ValueError:
-            raise InvalidAudioQuery("sample_rate", f"sample_rate must be an integer; got '{sample_rate}'") from None
+            raise InvalidAudioQuery("sample_rate", f"sample_rate must be an integer; got {quoted(sample_rate)}") from None
         if rate not in spec.rates:
             raise InvalidAudioQuery("sample_rate", f"{name} takes sample_rate {', '.join(map(str, sorted(spec.rates)))}; "
                                                    f"got {rate}")

@@ -11,10 +11,12 @@ from fastapi.responses import StreamingResponse
 from api.audio.pipeline import AudioPipeline
 from api.deepgram.errors import DeepgramError
 from api.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
+from api.errors import quoted
+from api.json_limits import InvalidJson, loads_bounded
 from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidAudioQuery, audio_choice
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
-from api.planning import NothingToSpeak
 from api.schemas import MAX_INPUT_CHARS
+from api.text_split import UnspeakableText
 from api.speech import (CLIENT_CLOSED_REQUEST, ClientGone, encoded_audio, outcome_of, retry_after_seconds,
                         start_speech, unless_client_leaves)
 from engine.errors import EngineDeadError, RequestRejected
@@ -41,7 +43,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
         text, voice, choice, speed_value = await _validated(request, state, model, encoding, container, sample_rate, speed)
         try:
             synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value, None))
-        except (RequestRejected, NothingToSpeak, EngineDeadError, ShuttingDown) as exc:
+        except (RequestRejected, UnspeakableText, EngineDeadError, ShuttingDown) as exc:
             raise _as_deepgram_error(exc, state.settings.retry_after_seconds) from exc
     except DeepgramError as exc:
         state.metrics.count_request(outcome_of(exc.status))
@@ -51,6 +53,9 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     pipeline = AudioPipeline(choice.response_format, state.engine.sample_rate, choice.sample_rate,
                              speed_value / model_speed)
+    # `model` is a header value only once deepgram_voice has taken it: one of the catalog's names
+    # or an Aura id (lower-case letters and dashes); api/query_check.py refused any control or
+    # non-Latin-1 character before the route ran.
     headers = {"dg-request-id": request_id, "dg-model-name": model, "dg-model-uuid": model_uuid(model),
                "dg-char-count": str(len(text)), "Cache-Control": "no-cache"}
     return StreamingResponse(encoded_audio(synthesis, pipeline, state.metrics, arrived),
@@ -61,9 +66,11 @@ async def _validated(request: Request, state, model: str, encoding, container, s
     if not state.engine.is_ready:
         raise DeepgramError(503, "ENGINE_NOT_READY", "The engine is not ready yet; retry shortly")
     try:
-        body = await request.json()
-    except ValueError:
-        raise DeepgramError(400, "INVALID_JSON", "The body must be JSON: {\"text\": \"...\"}") from None
+        # Bounded: a deeply nested body is a RecursionError to Python's parser (a 500). One of a
+        # JSON type was already judged so (api/body_limit.py); this is for any other type.
+        body = loads_bounded(await request.body())
+    except InvalidJson as exc:
+        raise DeepgramError(400, "INVALID_JSON", f"The body must be JSON, {{\"text\": \"...\"}}: {exc}") from None
     text = body.get("text") if isinstance(body, dict) else None
     if not isinstance(text, str) or not text.strip():
         raise DeepgramError(400, "INVALID_TEXT", "The body's 'text' must be a non-empty string")
@@ -87,7 +94,7 @@ def parse_speed(speed: str | None) -> float:
     except ValueError:
         value = math.nan
     if not MIN_SPEED <= value <= MAX_SPEED:
-        raise DeepgramError(400, "INVALID_QUERY_PARAMETER", f"speed must be a number in [{MIN_SPEED}, {MAX_SPEED}]; got '{speed}'")
+        raise DeepgramError(400, "INVALID_QUERY_PARAMETER", f"speed must be a number in [{MIN_SPEED}, {MAX_SPEED}]; got {quoted(speed)}")
     return value
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from api.catalog import Catalog
+from api.errors import quoted
 
 # Deepgram's English Aura voices by how they sound (female / male), so that a model id maps to a
 # voice of the same kind where the served model has several (Orpheus), and to its one voice
@@ -17,7 +18,7 @@ MASCULINE = ("apollo", "arcas", "aries", "atlas", "draco", "hermes", "hyperion",
 ORPHEUS_FEMININE = ("tara", "leah", "jess", "mia", "zoe")
 ORPHEUS_MASCULINE = ("leo", "dan", "zac")
 DEFAULT_MODEL = "aura-2-thalia-en"
-_MODEL_ID = re.compile(r"^aura(?:-2)?-([a-z]+)-([a-z]{2})$")
+_MODEL_ID = re.compile(r"aura(?:-2)?-([a-z]+)-([a-z]{2})")
 
 
 class UnknownModel(ValueError):
@@ -32,10 +33,10 @@ def deepgram_voice(model: str, catalog: Catalog) -> str:
         return model
     if model in catalog.model_names:
         return catalog.voices[0]
-    match = _MODEL_ID.match(model)
+    match = _MODEL_ID.fullmatch(model)
     if match is None or match.group(2) != "en" or match.group(1) not in FEMININE + MASCULINE:
         raise UnknownModel(
-            f"No such model: '{model}'. This server speaks English Aura ids (e.g. {DEFAULT_MODEL}), its voices "
+            f"No such model: {quoted(model)}. This server speaks English Aura ids (e.g. {DEFAULT_MODEL}), its voices "
             f"({', '.join(catalog.voices)}) and its model ({catalog.model_name})"
         )
     name = match.group(1)

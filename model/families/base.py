@@ -179,7 +179,11 @@ class PromptFrontend(ABC):
         return min(max(speed, low), high)
 
     @abstractmethod
-    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt: ...
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None) -> SpeechPrompt:
+        """The prompt of `text` in `voice`. With `max_tokens`, a prompt that would be longer raises
+        PromptTooLong before the costly part of preparation runs (a tokenizer's or phonemizer's
+        count first, then any model): the caller cuts the text and asks again, so what one call
+        may cost is bounded by `max_tokens` whatever text it is given."""
 
     def expected_outputs(self, prompt: SpeechPrompt) -> int | None:
         """How many outputs `prompt` will produce, when prompt processing already knows it."""
@@ -187,6 +191,14 @@ class PromptFrontend(ABC):
 
     @abstractmethod
     def default_sampling(self) -> SamplingParams: ...
+
+
+class PromptTooLong(ValueError):
+    """`prepare` refused a text whose prompt would have `tokens` tokens, over its `limit`."""
+
+    def __init__(self, tokens: int, limit: int) -> None:
+        super().__init__(f"the prompt would have {tokens} tokens; at most {limit}")
+        self.tokens, self.limit = tokens, limit
 
 
 @dataclass(slots=True)

@@ -56,7 +56,8 @@ def test_a_body_that_stalls_is_a_408_in_openai_shape(strict_server):
         response = read_all(client)
     head, _, payload = response.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408")
-    assert json.loads(payload)["error"]["code"] == "request_timeout"
+    error = json.loads(payload)["error"]
+    assert (error["code"], error["type"]) == ("request_timeout", "invalid_request_error")  # the client's fault
 
 
 def test_prompt_requests_on_one_kept_alive_connection_are_served(strict_server):

@@ -8,15 +8,15 @@ import re
 import numpy as np
 import pytest
 
-from api.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner
+from api.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner, bounded_prepare
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
-from api.text_split import plan_texts
+from api.text_split import UncuttableText, plan_texts
 from benchmarks.data import eval_sentences
 from engine.outputs import AudioChunk, EngineLimits, RequestMetrics
 from model.config import ModelConfig
-from model.families.base import SpeechPrompt
+from model.families.base import PromptTooLong, SpeechPrompt
 from model.loader import load_frontend
 from model.sampling import SamplingParams
 from model.tiny_random import ensure_tiny_random
@@ -35,7 +35,9 @@ class LettersOnlyFrontend:
     def default_sampling(self):
         return SamplingParams()
 
-    def prepare(self, text, voice, speed=1.0):
+    def prepare(self, text, voice, speed=1.0, max_tokens=None):
+        if max_tokens is not None and len(text) > max_tokens:
+            raise PromptTooLong(len(text), max_tokens)  # counted before "preparing"
         self.prepared.append(text)
         if not any(c.isalpha() for c in text):
             raise ValueError(f"nothing to speak in {text!r}")
@@ -71,7 +73,7 @@ async def handed_out(segments) -> list[Segment]:
 def plan_all(text: str, frontend, context: int = 10_000, **settings) -> list[Segment]:
     async def main():
         async with PromptPool(frontend.prepare) as pool:
-            return await handed_out(planner(pool, frontend, context, **settings).plan(text, "v"))
+            return await handed_out(await planner(pool, frontend, context, **settings).plan(text, "v"))
 
     return asyncio.run(main())
 
@@ -86,7 +88,7 @@ def test_pieces_with_nothing_to_speak_are_dropped_and_a_silent_input_is_refused(
 
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
-            return await handed_out(planner(pool, frontend).plan(text, "v")), pool.submitted
+            return await handed_out(await planner(pool, frontend).plan(text, "v")), pool.submitted
 
     segments, submitted = asyncio.run(main())
     assert spoken_words(" ".join(s.text for s in segments)) == spoken_words(text)
@@ -110,6 +112,54 @@ def test_a_segment_too_long_for_the_context_is_cut_and_only_its_pieces_prepared(
     assert all(any(piece in whole for whole in planned) for piece in frontend.prepared)
 
 
+def test_a_prompt_over_the_token_limit_is_cut_before_it_is_prepared():
+    frontend = LettersOnlyFrontend()
+    # No sentence ends: only the word bound cuts it before preparation (150 words of 6 characters).
+    text = " ".join(f"word{i % 10}" for i in range(400))
+    settings = ApiSettings(max_prompt_tokens=120)
+
+    async def main():
+        async with PromptPool(bounded_prepare(frontend, settings, EngineLimits(10_000, RATE))) as pool:
+            return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan(text, "v"))
+
+    segments = asyncio.run(main())
+    assert " ".join(s.text for s in segments).split() == text.split()
+    assert all(len(s.prompt.token_ids) <= 120 for s in segments)
+    assert all(len(prepared) <= 120 for prepared in frontend.prepared)  # nothing longer ever ran
+
+
+def test_the_token_limit_leaves_room_for_an_output_in_the_context():
+    frontend = LettersOnlyFrontend()
+    prepare = bounded_prepare(frontend, ApiSettings(max_prompt_tokens=1024), EngineLimits(50, RATE))
+    assert prepare.keywords == {"max_tokens": 49}
+
+
+class ThreeTokensPerCharacter(LettersOnlyFrontend):
+    def prepare(self, text, voice, speed=1.0, max_tokens=None):
+        if max_tokens is not None and 3 * len(text) > max_tokens:
+            raise PromptTooLong(3 * len(text), max_tokens)
+        return super().prepare(text, voice, speed)
+
+
+def test_a_single_character_over_the_token_limit_is_refused():
+    frontend = ThreeTokensPerCharacter()
+    settings = ApiSettings(max_prompt_tokens=2)
+
+    async def main():
+        async with PromptPool(bounded_prepare(frontend, settings, EngineLimits(10_000, RATE))) as pool:
+            return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan("ab", "v"))
+
+    with pytest.raises(UncuttableText, match="alone makes a prompt of 3 tokens"):
+        asyncio.run(main())
+
+
+def test_a_run_too_long_to_cut_is_refused_before_any_preparation():
+    frontend = LettersOnlyFrontend()
+    with pytest.raises(UncuttableText):
+        plan_all("Fine words, then " + "x" * 300, frontend)
+    assert frontend.prepared == []
+
+
 def test_tiny_random_segments_fit_the_context_with_their_text_budget(chorus_cache):
     frontend = load_frontend(ModelConfig(model=str(ensure_tiny_random())))
     fast = dict(audio_seconds_per_char=0.05, min_audio_seconds=0.5)
@@ -118,7 +168,7 @@ def test_tiny_random_segments_fit_the_context_with_their_text_budget(chorus_cach
     async def main():
         async with PromptPool(frontend.prepare) as pool:
             params = frontend.default_sampling().replace(seed=3)
-            plan = planner(pool, frontend, 600, **fast).plan(text, "tara", params=params)
+            plan = await planner(pool, frontend, 600, **fast).plan(text, "tara", params=params)
             return await handed_out(plan)
 
     segments = asyncio.run(main())
@@ -136,7 +186,7 @@ def test_one_segment_is_prepared_ahead_and_closing_drops_it():
 
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
-            segments = planner(pool, frontend).plan(text, "v")
+            segments = await planner(pool, frontend).plan(text, "v")
             first = await segments.next()
             submitted = list(pool.submitted)
             segments.close()
@@ -159,7 +209,7 @@ def test_a_long_segment_has_the_next_prepared_only_when_it_is_asked_for():
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
             # One output per character: the long one speaks for len(long) / 20 = 4 s.
-            segments = SegmentPlanner(pool, frontend, ApiSettings(), EngineLimits(10_000, 20.0)).plan(text, "v")
+            segments = await SegmentPlanner(pool, frontend, ApiSettings(), EngineLimits(10_000, 20.0)).plan(text, "v")
             first = await segments.next()
             at_first = list(pool.submitted)
             second = await segments.next()
@@ -294,7 +344,7 @@ def test_the_first_request_starts_with_only_its_own_prompt_prepared():
 
     async def main():
         async with PromptPool(frontend.prepare) as pool:
-            return await stream(engine, planner(pool, frontend).plan(text, "v"))
+            return await stream(engine, await planner(pool, frontend).plan(text, "v"))
 
     asyncio.run(main())
     (first_text, prepared_by_then, continuation), *later = engine.starts

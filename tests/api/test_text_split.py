@@ -2,10 +2,11 @@
 segments after it, and the cut of a segment too long for one request."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.text_split import SENTENCE, cut_near, plan_texts
+from api.text_split import SENTENCE, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
 
 WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
 # Sentences and clauses of up to 40 words, so that first sentences over 30 words occur.
@@ -32,24 +33,67 @@ def sentence_count(segment: str) -> int:
     return len(SENTENCE.findall(segment)) + 1
 
 
+def sentence_texts(sentences) -> list[str]:
+    """The sentences of `join(sentences)` as the splitter sees them (clauses run on)."""
+    texts, current = [], []
+    for words, end in sentences:
+        current.append(" ".join(words) + end)
+        if end in (".", "!", "?"):
+            texts.append(" ".join(current))
+            current = []
+    return texts + ([" ".join(current)] if current else [])
+
+
+# max_chars from 13: no word (up to 12 letters and a mark) is longer, so none is cut inside.
 @settings(max_examples=200, deadline=None)
-@given(SENTENCES, st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=400))
-def test_segments_hold_every_word_once_in_order_first_sentence_first(sentences, max_words, max_chars):
+@given(SENTENCES, st.integers(min_value=1, max_value=40), st.integers(min_value=13, max_value=400),
+       st.one_of(st.none(), st.integers(min_value=1, max_value=60)))
+def test_segments_hold_every_word_once_in_order_first_sentence_first(sentences, first_words, max_chars, max_words):
     text = join(sentences)
-    segments = plan_texts(text, max_words, max_chars)
+    segments = plan_texts(text, first_words, max_chars, max_words)
     assert " ".join(segments).split() == text.split()  # nothing lost, repeated or reordered
     assert all(segment == segment.strip() and segment for segment in segments)
-    first, sentence = segments[0].split(), first_sentence_words(sentences)
-    if len(sentence) <= max_words:
-        assert first == sentence
-    else:  # a long first sentence: its first clause, or its first max_words words
-        assert first == sentence[:len(first)]
-        assert first[-1][-1] in ",;" if len(first) < max_words else len(first) == max_words
-    for k, segment in enumerate(segments[1:], start=1):
-        if k + 1 < len(segments):
-            assert segment[-1] in ".!?"  # later segments are whole sentences
-        if sentence_count(segment) > 1:  # growth: no more than came before, up to max_chars
-            assert len(segment) <= min(max_chars, len(" ".join(segments[:k])))
+    assert all(len(segment) <= max_chars for segment in segments)  # bounded, whatever the text
+    assert all(len(segment.split()) <= (max_words or len(text)) for segment in segments)
+    if all(len(s) <= max_chars and len(s.split()) <= (max_words or len(s)) for s in sentence_texts(sentences)):
+        first, sentence = segments[0].split(), first_sentence_words(sentences)
+        if len(sentence) <= first_words:
+            assert first == sentence
+        else:  # a long first sentence: its first clause, or its first first_words words
+            assert first == sentence[:len(first)]
+            assert first[-1][-1] in ",;" if len(first) < first_words else len(first) == first_words
+        for k, segment in enumerate(segments[1:], start=1):
+            if k + 1 < len(segments):
+                assert segment[-1] in ".!?"  # later segments are whole sentences
+            if sentence_count(segment) > 1:  # growth: no more than came before, up to max_chars
+                assert len(segment) <= min(max_chars, len(" ".join(segments[:k])))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="ab1 ,.\n", max_size=600), st.integers(min_value=1, max_value=80),
+       st.integers(min_value=1, max_value=30))
+def test_cut_to_size_bounds_every_piece_and_keeps_every_character(text, max_chars, max_words):
+    pieces = cut_to_size(text, max_chars, max_words)
+    assert all(0 < len(piece) <= max_chars and len(piece.split()) <= max_words for piece in pieces)
+    assert "".join("".join(pieces).split()) == "".join(text.split())  # only whitespace is dropped
+
+
+def test_a_long_sentence_without_ends_is_cut_by_words_and_characters():
+    text = "1 " * 2048
+    segments = plan_texts(text, 30, 1000, max_words=150)
+    assert [len(s.split()) for s in segments] == [30, *[150] * 13, 68]
+    assert plan_texts("a" * 2500, 30, 1000) == ["a" * 1000, "a" * 1000, "a" * 500]
+
+
+def test_sentences_within_the_bounds_keep_their_own_whitespace():
+    text = "First one. Two  spaces,\tand a tab. Four."
+    assert plan_texts(text, 30, 1000, max_words=150) == ["First one.", "Two  spaces,\tand a tab.", "Four."]
+
+
+def test_a_run_too_long_to_cut_is_refused():
+    check_runs("word " * 1000, 12)
+    with pytest.raises(UncuttableText, match="run of 13 characters"):
+        check_runs("fine " + "x" * 13, 12)
 
 
 def test_first_sentence_first_then_segments_that_grow():

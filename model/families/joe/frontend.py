@@ -10,7 +10,7 @@ import torch
 from piper.config import PiperConfig
 from piper.phoneme_ids import phonemes_to_ids
 
-from model.families.base import SpeechPrompt
+from model.families.base import PromptTooLong, SpeechPrompt
 from model.families.joe.espeak import Espeak
 from model.families.joe.teacher import HOP_SAMPLES, PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
 from model.families.joe.words import spoken_words
@@ -95,10 +95,15 @@ class TeacherFrontend:
             parts.append(part)
         return TeacherOutput.concatenate(parts)
 
-    def speech_prompt(self, text: str, speed: float = 1.0) -> SpeechPrompt:
+    def speech_prompt(self, text: str, speed: float = 1.0, max_phoneme_ids: int | None = None) -> SpeechPrompt:
         """Phoneme ids as the prompt tokens, the prior [T, 192] as per-frame conditioning, and
-        each word's span from the durations."""
+        each word's span from the durations. Raises PromptTooLong, before the teacher runs, when
+        the text has more than `max_phoneme_ids` phoneme ids."""
         sentences = self.phonemizer.sentences(text)
+        if max_phoneme_ids is not None:
+            count = sum(len(self.phonemizer.ids(phonemes)) for phonemes in sentences)
+            if count > max_phoneme_ids:
+                raise PromptTooLong(count, max_phoneme_ids)
         result = self._run_phonemes(sentences, text, speed)
         words = spoken_words(text, sentences, result.durations, self.phonemizer.config.phoneme_id_map,
                              self.phonemizer.word_phonemes, HOP_SAMPLES / self.sample_rate)

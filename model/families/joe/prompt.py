@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
+from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 from model.families.joe.family import STEP_SLOT_ID
 from model.families.joe.frontend import TeacherFrontend
@@ -29,14 +29,20 @@ class JoePromptFrontend(PromptFrontend):
         self.teacher = TeacherFrontend()
         self.sample_rate = self.teacher.sample_rate
 
-    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None) -> SpeechPrompt:
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
         if not speed > 0:
             raise ValueError(f"speed must be > 0, got {speed}")
         # NOTE: runs on worker threads, concurrently: espeak is serialized by its own lock
         # (frontend.py) and an onnxruntime session may run several calls at once.
-        prompt = self.teacher.speech_prompt(text, speed)
+        # The teacher's run grows with the phonemes (memory and time: 1,000 in one sentence take
+        # ~90 MB and 0.6 s, 17,000 took 19 GB): they are counted first, and the step slot with them.
+        phoneme_limit = None if max_tokens is None else max_tokens - 1
+        try:
+            prompt = self.teacher.speech_prompt(text, speed, max_phoneme_ids=phoneme_limit)
+        except PromptTooLong as exc:
+            raise PromptTooLong(exc.tokens + 1, max_tokens) from None
         prompt.token_ids.append(STEP_SLOT_ID)
         # The step slot's input depends on the prior, which the phonemes fix up to the length scale.
         prompt.cache_salt = f"{self.model_name}:speed={speed!r}"

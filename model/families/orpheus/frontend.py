@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from model.families.base import PromptFrontend, SpeechPrompt, VoiceNotFoundError
+from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
 from model.families.orpheus.layout import ENGLISH_VOICES, OrpheusTokenLayout
 from model.sampling import SamplingParams
 
@@ -34,13 +34,15 @@ class OrpheusFrontend(PromptFrontend):
         voices = tuple(chorus_section.get("voices", ENGLISH_VOICES))
         return cls(model_name, tokenizer, OrpheusTokenLayout.from_config(chorus_section), voices)
 
-    def prepare(self, text: str, voice: str, speed: float = 1.0) -> SpeechPrompt:
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None) -> SpeechPrompt:
         # NOTE: Orpheus has no rate control (speed_range (1, 1)): the API time-stretches.
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
         text_ids = self.tokenizer.encode(f"{voice}: {text}").ids
         lay = self.layout
         ids = [lay.start_of_human, *text_ids, lay.eot_id, lay.end_of_human, lay.start_of_ai, lay.start_of_speech]
+        if max_tokens is not None and len(ids) > max_tokens:
+            raise PromptTooLong(len(ids), max_tokens)
         return SpeechPrompt(token_ids=ids, cache_salt=self.model_name, num_text_tokens=len(text_ids))
 
     def default_sampling(self) -> SamplingParams:

@@ -91,3 +91,24 @@ def test_prompt_frontend_adds_the_step_slot_and_scales_by_speed(chorus_cache):
     assert frontend.model_speed(3.0) == 2.0 and frontend.model_speed(0.25) == 0.5
     with pytest.raises(ValueError, match="unknown voice"):
         frontend.prepare(TEXT, "tara")
+
+
+def test_a_prompt_over_max_tokens_is_refused_before_the_teacher_runs(chorus_cache, monkeypatch):
+    from model.families.base import PromptTooLong
+    from model.families.joe.prompt import JoePromptFrontend
+    from model.families.joe.student import StudentConfig
+
+    frontend = JoePromptFrontend(StudentConfig())
+    exact = len(frontend.prepare(TEXT, "joe").token_ids)  # phoneme ids and the step slot
+    assert len(frontend.prepare(TEXT, "joe", max_tokens=exact).token_ids) == exact
+
+    def costly(*args, **kwargs):
+        raise AssertionError("the teacher ran on a prompt over the limit")
+
+    monkeypatch.setattr(frontend.teacher.teacher, "run", costly)
+    with pytest.raises(PromptTooLong) as refused:
+        frontend.prepare(TEXT, "joe", max_tokens=exact - 1)
+    assert (refused.value.tokens, refused.value.limit) == (exact, exact - 1)
+    # Digits read aloud: ten phoneme ids a character, so characters alone cannot bound the cost.
+    with pytest.raises(PromptTooLong):
+        frontend.prepare("1 " * 300, "joe", max_tokens=1024)
