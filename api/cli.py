@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
-from api.http_protocol import bounded_h11
+from api.http_protocol import BoundedWebSocketProtocol, bounded_h11
 from api.planning import SegmentPlanner, bounded_prepare
 from api.prompt_pool import PromptPool
 from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
@@ -76,15 +76,18 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.deepgram.socket import ws_max_size
     from api.server import DrainingServer
 
     if args.replicas is not None:
         from api.ray_serve.local import run_replicas
 
         return run_replicas(args, args.serve_flags)
-    app = create_app(engine_config_from_args(args), serve_settings_from_args(args))
+    settings = serve_settings_from_args(args)
+    app = create_app(engine_config_from_args(args), settings)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
-                            http=bounded_h11(args.head_timeout_seconds))
+                            http=bounded_h11(args.head_timeout_seconds),
+                            ws=BoundedWebSocketProtocol, ws_max_size=ws_max_size(settings))
     server = DrainingServer(config, app, args.drain_timeout)
     app.state.request_shutdown = lambda: setattr(server, "should_exit", True)
     server.run()

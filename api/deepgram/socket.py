@@ -13,6 +13,27 @@ drops the buffered text and every turn: their engine requests are aborted (block
 a step) and no frame of their audio leaves after the Clear is read. Asked for
 (`timestamps=word`, an extension), each audio message is followed by a `Timestamps` message
 with the words whose audio it starts, timed in seconds of all the audio the connection has sent.
+
+Limits (api/settings.py), each answered in Deepgram's protocol; an Error leaves the connection
+open and says what was dropped:
+- A message over `socket_max_message_bytes` is dropped unparsed: Error MESSAGE_TOO_LARGE. One
+  over `ws_max_size` (that and MESSAGE_SLACK_BYTES more) uvicorn closes the connection on (1009)
+  before it has buffered all of it.
+- A Speak over `socket_max_speak_chars` characters, or one that would take its turn (the text
+  since the last Flush or Clear) over `socket_max_turn_chars`, is dropped: Error TEXT_TOO_LONG;
+  the turn keeps the text it had.
+- A Speak with a run of more than `max_word_chars` characters without whitespace (counting the
+  word it continues) is dropped: Error WORD_TOO_LONG. So the text buffered until a boundary is
+  bounded, and every Speak accepted is spoken whole.
+- A connection idle for `socket_idle_seconds` (no client message, nothing sent, and the
+  listener done playing what was) gets a Warning IDLE_TIMEOUT and is closed: 1000, with the
+  reason. A turn left without its Flush keeps it open no longer than that.
+- A send (audio or message) that the client has not taken within `socket_send_timeout_seconds`
+  (it stopped reading) ends the session: close 1008 with the reason, tried for CLOSE_SECONDS,
+  after which the connection is aborted (api/http_protocol.py). Backpressure's stalled
+  client (api/backpressure.py) is judged on the same clock and let go the same way.
+- A long message is parsed, and its text cut, on a worker thread (INLINE_CHARS): no client
+  holds the event loop, whatever it sends.
 """
 from __future__ import annotations
 
@@ -33,9 +54,12 @@ from api.deepgram.formats import DEFAULT_SOCKET_ENCODING, SOCKET_ENCODINGS, Audi
 from api.deepgram.routes_rest import model_uuid, parse_speed
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
 from api.draining import ShuttingDown
-from api.planning import NothingToSpeak, SpeechSegments
-from api.schemas import MAX_INPUT_CHARS
+from api.errors import quoted
+from api.json_limits import InvalidJson, loads_bounded
+from api.planning import SpeechSegments
+from api.settings import ApiSettings
 from api.synthesis import SegmentedSynthesis, SynthesisFailed
+from api.text_split import UncuttableText, UnspeakableText, check_runs
 from api.text_stream import TextStream
 from api.word_timeline import word_events
 from engine.errors import EngineDeadError, RequestRejected
@@ -44,6 +68,47 @@ from model.families.base import SpokenWord
 logger = logging.getLogger("chorus.api")
 router = APIRouter()
 MODEL_VERSION = "chorus"
+# A message of up to this many characters is parsed, and its text cut, on the event loop: both
+# are linear, so that takes at most about half a millisecond (on the 2-core machine), and a
+# token-by-token stream, whose messages are a few bytes each, pays no thread hop. A longer one
+# goes to a worker thread.
+INLINE_CHARS = 1024
+# uvicorn closes the connection (1009) on a message this much over the socket's limit, before it
+# has buffered all of it; one less far over is dropped with an Error, the connection kept.
+MESSAGE_SLACK_BYTES = 64 * 1024
+# How long the close that ends a session may wait to be sent: a client that stopped reading
+# cannot take it, and its connection is aborted instead (api/http_protocol.py).
+CLOSE_SECONDS = 2.0
+NORMAL_CLOSURE, POLICY_VIOLATION = 1000, 1008
+
+
+def ws_max_size(settings: ApiSettings) -> int:
+    """uvicorn's `ws_max_size` for a server with these settings."""
+    return settings.socket_max_message_bytes + MESSAGE_SLACK_BYTES
+
+
+class Refused(Exception):
+    """A client message, or the text of one, that is not acted on; `answer` (a Warning or an
+    Error message) tells the client why."""
+
+    def __init__(self, answer: dict) -> None:
+        super().__init__(answer["description"])
+        self.answer = answer
+
+
+def parse_message(raw: str, max_bytes: int) -> dict:
+    """A client message: a JSON object of at most `max_bytes` bytes of UTF-8 (refused unparsed
+    when longer), nested no deeper than api/json_limits.py allows. Raises Refused."""
+    if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise Refused(error_message("MESSAGE_TOO_LARGE", f"A message may have at most {max_bytes} bytes; "
+                                                         "this one was dropped unread"))
+    try:
+        message = loads_bounded(raw)
+    except InvalidJson as exc:
+        raise Refused(warning_message("INVALID_MESSAGE", f"Messages are JSON objects with a 'type': {exc}")) from None
+    if not isinstance(message, dict):
+        raise Refused(warning_message("INVALID_MESSAGE", "Messages are JSON objects with a 'type'"))
+    return message
 
 
 @router.websocket("/v1/speak")
@@ -71,13 +136,8 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
         return
     await websocket.accept(subprotocol=subprotocol or None)
     session = SpeakSession(websocket, state, voice, choice, speed_value, words)
-    await session.send_json({"type": "Metadata", "request_id": request_id, "model_name": model,
-                             "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
-    try:
-        await session.run()
-    except asyncio.CancelledError:
-        if not session.dropped:
-            raise  # the server is stopping: not ours to swallow
+    await session.serve({"type": "Metadata", "request_id": request_id, "model_name": model,
+                         "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
 
 
 def _wants_words(timestamps: str | None, catalog) -> bool:
@@ -137,9 +197,11 @@ class Turn:
         """The turn's audio after the turn before it, then its Flushed: also when its synthesis
         failed (the client is told with an Error), so that a Flush is always answered."""
         session, state = self.session, self.session.state
+        # NOTE: stalled on the send timeout's clock: backpressure's paused request whose audio
+        # nobody takes and a send that does not complete are one client that stopped reading.
         synthesis = self.synthesis = SegmentedSynthesis(
             state.engine, self.segments, session.voice, self.model_speed, state.settings.client_backlog_seconds,
-            state.settings.stalled_client_seconds, on_stall=self._stalled)
+            session.send_timeout, on_stall=self._stalled)
         state.drain.register(synthesis)
         outcome = "disconnected"
         try:
@@ -182,10 +244,10 @@ class Turn:
 
     def _stalled(self) -> bool:
         """Backpressure gave up waiting: a turn whose audio is going out has a client that
-        stopped reading, and the connection is dropped (a turn still waiting for the one before
-        it only has to wait)."""
+        stopped reading, and the session is dropped as for a send that timed out (a turn still
+        waiting for the one before it only has to wait)."""
         if self.sending:
-            self.session.drop("the client stopped reading its audio")
+            self.session.drop(f"the client took no audio for {self.session.send_timeout:g} s")
         return self.sending
 
     async def _send_audio(self, synthesis: SegmentedSynthesis) -> None:
@@ -227,7 +289,7 @@ class Turn:
             await self.session.send_json(error_message("TOO_MANY_REQUESTS" if overloaded else exc.code.upper(),
                                                        f"The turn's text was not spoken: {exc}"))
             return "rejected" if overloaded else "invalid"
-        except NothingToSpeak as exc:
+        except UnspeakableText as exc:
             await self.session.send_json(warning_message("NOTHING_TO_SPEAK", f"The turn's text was not spoken: {exc}"))
             return "invalid"
 
@@ -236,22 +298,29 @@ class SpeakSession:
     """One connection. Invariants: audio leaves in the order its text arrived; no audio of text
     sent before a Clear leaves after the Clear is read; every Flush is answered with Flushed (its
     `sequence_id` counts Flushes from 0) after the audio of the text before it, and every Clear
-    with Cleared (counting Clears); when the connection ends, every engine request it opened is
-    aborted."""
+    with Cleared (counting Clears); a Speak is spoken whole or, refused, not at all, and a turn's
+    text is at most `socket_max_turn_chars`; every send completes within the send timeout, or the
+    session ends; a session that ends for a reason of its own (`ending`: Close, idle, dropped)
+    closes the connection with its code and reason, tried for CLOSE_SECONDS; when the connection
+    ends, every engine request it opened is aborted."""
 
     def __init__(self, websocket: WebSocket, state, voice: str, choice: AudioChoice, speed: float,
                  timestamps: bool = False) -> None:
         self.websocket = websocket
         self.state = state
+        self.settings: ApiSettings = state.settings
         self.voice = voice
         self.choice = choice
         self.speed = speed
         self.timestamps = timestamps
+        self.send_timeout = self.settings.socket_send_timeout_seconds
         self.samples_sent = 0
         # When the listener runs out of the audio sent so far, playing it in real time from its
         # first byte (and from each byte sent after it ran dry): the earliest it can be done.
         self._plays_until = 0.0
-        self.text = TextStream(max_words=state.settings.first_segment_max_words)
+        self._active_at = time.monotonic()  # the last client message or send
+        self.text = TextStream(max_words=self.settings.first_segment_max_words)
+        self.turn_chars = 0  # the text of the turn so far (since the last Flush or Clear)
         self.turn: Turn | None = None  # the turn text goes to
         self.last: asyncio.Task | None = None  # the newest turn's task (or Flushed): the next one sends after it
         self.last_turn: Turn | None = None  # the newest turn: the next one starts once it speaks
@@ -260,20 +329,35 @@ class SpeakSession:
         self.clears = 0
         self.cancel_reason = "cleared"  # what a cancelled turn counts as (the session's end: disconnected)
         self._send_lock = asyncio.Lock()
-        self._task: asyncio.Task | None = None  # the one running `run`
+        self._task: asyncio.Task | None = None  # the one running `serve`
+        self.ending: tuple[int, str] | None = None  # the close code and reason, once the session ends
         self.dropped = False
 
-    async def run(self) -> None:
+    async def serve(self, metadata: dict) -> None:
+        """Sends `metadata`, handles the client's messages until the session ends, then closes
+        the connection as `ending` says (unless the client has gone)."""
         self._task = asyncio.current_task()
         try:
-            while True:
-                message = await self.websocket.receive()
-                if message["type"] == "websocket.disconnect":
-                    return
+            await self.send_json(metadata)
+            await self.run()
+        except asyncio.CancelledError:
+            if not self.dropped:
+                raise  # the server is stopping: not ours to swallow
+            # NOTE: our own cancel, taken back so that the close below can still await (on
+            # Python 3.11+, whose timeouts count a task's pending cancellations).
+            if hasattr(self._task, "uncancel"):
+                self._task.uncancel()
+        except WebSocketDisconnect:
+            pass  # the Metadata did not go out
+        if self.ending is not None:
+            await self.close(*self.ending)
+
+    async def run(self) -> None:
+        try:
+            while (message := await self.receive()) is not None:
                 if message.get("text") is None:
                     await self.send_json(warning_message("BINARY_IGNORED", "Send JSON text messages (Speak, Flush, Clear, Close)"))
-                    continue
-                if not await self.on_message(message["text"]):
+                elif not await self.on_message(message["text"]):
                     return
         except WebSocketDisconnect:
             return
@@ -281,14 +365,44 @@ class SpeakSession:
             self.cancel_reason = "disconnected"
             self.cancel_all()
 
+    async def receive(self) -> dict | None:
+        """The client's next message; None once it has gone, or once the connection has been
+        idle for `socket_idle_seconds` (then the client is told, and `ending` says why)."""
+        while True:
+            try:
+                message = await asyncio.wait_for(self.websocket.receive(), self._idle_left())
+            except TimeoutError:
+                if self._idle_left() > 0:
+                    continue  # it was busy meanwhile
+                idle = f"idle for {self.settings.socket_idle_seconds:g} s"
+                await self.send_json(warning_message("IDLE_TIMEOUT", f"The connection was {idle} (no message, "
+                                                     "nothing to send) and is closed; open a new one to speak again"))
+                self.ending = (NORMAL_CLOSURE, idle)
+                return None
+            if message["type"] == "websocket.disconnect":
+                return None
+            self._active_at = time.monotonic()
+            return message
+
+    def _idle_left(self) -> float:
+        """How long the connection may stay as it is before it is idle: `socket_idle_seconds`
+        from the last client message or completed send, or from when the listener runs out of
+        audio if that is later (a reply still playing is no idle connection); the whole of it
+        while a send is under way. A turn that sends nothing (one whose audio is all out, waiting
+        for its Flush) does not keep the connection open."""
+        if self._send_lock.locked():
+            return self.settings.socket_idle_seconds
+        since = max(self._active_at, self._plays_until)
+        return self.settings.socket_idle_seconds - (time.monotonic() - since)
+
     async def on_message(self, raw: str) -> bool:
         """Handles one client message; False once the session is over (Close)."""
         try:
-            message = json.loads(raw)
-            kind = message.get("type")
-        except (ValueError, AttributeError):
-            await self.send_json(warning_message("INVALID_MESSAGE", "Messages are JSON objects with a 'type'"))
+            message = await _off_loop(len(raw), parse_message, raw, self.settings.socket_max_message_bytes)
+        except Refused as exc:
+            await self.send_json(exc.answer)
             return True
+        kind = message.get("type")
         if kind == "Speak":
             await self.speak(message.get("text"))
         elif kind == "Flush":
@@ -302,10 +416,10 @@ class SpeakSession:
             self.flush(None)
             if self.last is not None:
                 await asyncio.wait([self.last])
-            await self.websocket.close(1000)
+            self.ending = (NORMAL_CLOSURE, "")
             return False
         else:
-            await self.send_json(warning_message("UNKNOWN_MESSAGE_TYPE", f"Unknown message type {kind!r}; "
+            await self.send_json(warning_message("UNKNOWN_MESSAGE_TYPE", f"Unknown message type {quoted(kind)}; "
                                                  "expected Speak, Flush, Clear or Close"))
         return True
 
@@ -313,18 +427,41 @@ class SpeakSession:
         if not isinstance(text, str):
             await self.send_json(warning_message("INVALID_TEXT", "A Speak message's 'text' must be a string"))
             return
-        segments = self.text.add(text)
-        if len(self.text.buffered) > MAX_INPUT_CHARS:
-            self.text.clear()
-            await self.send_json(error_message("TEXT_TOO_LONG", f"Over {MAX_INPUT_CHARS} characters without a "
-                                               "sentence, clause or word boundary; the buffered text was dropped"))
+        try:
+            self._check_length(text)
+            segments = await _off_loop(len(text), self._cut, text)
+        except Refused as exc:
+            await self.send_json(exc.answer)
+            return
+        self.turn_chars += len(text)
         if segments:
             self._current_turn().extend(segments)
+
+    def _check_length(self, text: str) -> None:
+        """Refuses a Speak over the per-message or the per-turn limit."""
+        settings = self.settings
+        if len(text) > settings.socket_max_speak_chars:
+            raise Refused(error_message("TEXT_TOO_LONG", f"A Speak may carry at most {settings.socket_max_speak_chars} "
+                                        f"characters; this one has {len(text)}. Its text was dropped: send it in parts"))
+        if self.turn_chars + len(text) > settings.socket_max_turn_chars:
+            raise Refused(error_message("TEXT_TOO_LONG", f"A turn (the text up to a Flush) may hold at most "
+                                        f"{settings.socket_max_turn_chars} characters; this Speak would make it "
+                                        f"{self.turn_chars + len(text)}. Its text was dropped: Flush, then send it"))
+
+    def _cut(self, text: str) -> list[str]:
+        """The segments `text` completes, once its runs without whitespace (the first one
+        continuing the word the buffer ends in) are found short enough to cut."""
+        try:
+            check_runs(self.text.open_word + text, self.settings.max_word_chars)
+        except UncuttableText as exc:
+            raise Refused(error_message("WORD_TOO_LONG", f"The Speak's text was dropped: {exc}")) from None
+        return self.text.add(text)
 
     def flush(self, flush_id: int | None) -> None:
         """Ends the current turn with whatever is buffered; Flushed `flush_id` (unless None)
         follows its audio (or, with no turn, the audio already on its way)."""
         rest = self.text.flush()
+        self.turn_chars = 0
         if rest is not None:
             self._current_turn().extend([rest])
         if self.turn is not None:
@@ -334,14 +471,20 @@ class SpeakSession:
             self.last = self._track(asyncio.create_task(self._flushed_after(self.last, flush_id)))
 
     def drop(self, reason: str) -> None:
-        """Ends the session without a word: the client is not reading, so nothing could reach it."""
+        """Ends the session: the client stopped reading, so nothing more can reach it but, if its
+        buffers take it, the close (POLICY_VIOLATION, `reason`)."""
+        if self.ending is not None:
+            return  # already ending
         logger.info("speak socket dropped: %s", reason)
         self.dropped = True
-        if self._task is not None:
+        self.ending = (POLICY_VIOLATION, reason)
+        # NOTE: not the task that is calling: its send raises WebSocketDisconnect, which ends it.
+        if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
 
     def clear(self) -> None:
         self.text.clear()
+        self.turn_chars = 0
         self.cancel_all()
         self._plays_until = 0.0  # the client drops the audio it holds: nothing plays on
 
@@ -360,12 +503,11 @@ class SpeakSession:
 
     async def send_audio(self, data: bytes) -> None:
         if data:
-            async with self._send_lock:
-                # NOTE: counted first: a Clear may cancel the send once its frame is written.
-                samples = len(data) // self.choice.sample_bytes
-                self.samples_sent += samples
-                self._plays_until = max(self._plays_until, time.monotonic()) + samples / self.choice.sample_rate
-                await self.websocket.send_bytes(data)
+            # NOTE: counted first: a Clear may cancel the send once its frame is written.
+            samples = len(data) // self.choice.sample_bytes
+            self.samples_sent += samples
+            self._plays_until = max(self._plays_until, time.monotonic()) + samples / self.choice.sample_rate
+            await self._send(data)
 
     async def send_words(self, words: list[SpokenWord], stretch: float, offset: float) -> None:
         """A Timestamps message with `words` (model seconds) in the connection's audio time."""
@@ -374,8 +516,34 @@ class SpeakSession:
 
     async def send_json(self, message: dict) -> None:
         if self.websocket.application_state is WebSocketState.CONNECTED:
-            async with self._send_lock:
-                await self.websocket.send_text(json.dumps(message))
+            await self._send(json.dumps(message))
+
+    async def _send(self, frame: str | bytes) -> None:
+        """Sends one frame after those before it. One the client has not taken within the send
+        timeout (the buffers in front of it full: it stopped reading) drops the session and
+        raises WebSocketDisconnect, as a client that has gone does."""
+        try:
+            async with asyncio.timeout(self.send_timeout), self._send_lock:
+                if isinstance(frame, bytes):
+                    await self.websocket.send_bytes(frame)
+                else:
+                    await self.websocket.send_text(frame)
+        except TimeoutError:
+            self.drop(f"the client took nothing for {self.send_timeout:g} s")
+            raise WebSocketDisconnect(POLICY_VIOLATION) from None
+        self._active_at = time.monotonic()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Closes the connection, if the client takes the close frame within CLOSE_SECONDS."""
+        if self.websocket.application_state is not WebSocketState.CONNECTED:
+            return
+        try:
+            async with asyncio.timeout(CLOSE_SECONDS), self._send_lock:
+                await self.websocket.close(code, reason)
+        except TimeoutError:
+            logger.info("speak socket: the client took no close frame; its connection is reset shortly")
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the client has gone meanwhile
 
     def _current_turn(self) -> Turn:
         if self.turn is None:
@@ -392,5 +560,16 @@ class SpeakSession:
     async def _flushed_after(self, previous: asyncio.Task | None, flush_id: int) -> None:
         if previous is not None:
             await asyncio.wait([previous])
-        await self.send_json({"type": "Flushed", "sequence_id": flush_id})
+        try:
+            await self.send_json({"type": "Flushed", "sequence_id": flush_id})
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the client has gone, or was dropped: the session ends
 
+
+async def _off_loop(size: int, function, *args):
+    """`function(*args)`, whose cost grows with `size` (characters of input): on the event loop
+    up to INLINE_CHARS, else on a worker thread. Awaited by the one task that handles messages,
+    so messages still take effect in order (a Clear drops all text sent before it)."""
+    if size <= INLINE_CHARS:
+        return function(*args)
+    return await asyncio.to_thread(function, *args)

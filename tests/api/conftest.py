@@ -10,7 +10,8 @@ import pytest
 import uvicorn
 
 from api.app import create_app
-from api.http_protocol import bounded_h11
+from api.deepgram.socket import ws_max_size
+from api.http_protocol import BoundedWebSocketProtocol, bounded_h11
 from api.settings import ApiSettings
 from model.tiny_random import ensure_tiny_random
 from tests.engine.conftest import engine_config
@@ -28,7 +29,10 @@ class LiveServer:
         self._socket = socket.socket()
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        uvicorn_config.setdefault("http", bounded_h11())  # as `chorus serve` runs
+        # As `chorus serve` runs.
+        uvicorn_config.setdefault("http", bounded_h11())
+        uvicorn_config.setdefault("ws", BoundedWebSocketProtocol)
+        uvicorn_config.setdefault("ws_max_size", ws_max_size(app.state.settings))
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
                                                      **uvicorn_config))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)

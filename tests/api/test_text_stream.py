@@ -64,3 +64,81 @@ def test_any_pieces_give_every_word_once_in_segments_of_at_most_max_words(cuts):
     assert " ".join(segments).split() == REPLY.split()
     assert all(len(segment.split()) <= 30 for segment in segments)
     assert segments[0] == "Sure, I can help you with that."  # the first sentence first, whole
+
+
+@pytest.mark.parametrize("pieces, ready", [
+    (["Stop.", "”", " Next"], ["Stop.”"]),  # a closing quote after the end mark, in a piece of its own
+    (["Stop.”", "”", " Next"], ["Stop.””"]),
+    (["a ", "\n", "b"], ["a"]),  # whitespace that goes on becomes a line break
+    (["sure", ",", " I can ", "help"], ["sure,"]),  # a clause mark in a piece of its own
+    (["Mr", ". ", "Smith"], ["Mr."]),
+])
+def test_a_boundary_split_across_pieces_is_found(pieces, ready):
+    stream = TextStream(max_words=5, clause_min_words=1)
+    assert [segment for piece in pieces for segment in stream.add(piece)] == ready
+
+
+def test_the_open_word_is_the_word_that_may_go_on():
+    stream = TextStream()
+    stream.add("Hello wo")
+    stream.add("r")
+    assert stream.open_word == "wor"
+    stream.add("ld ")
+    assert stream.open_word == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=list("ab .!?,;:\n\"')”"), max_size=400), st.lists(st.integers(0, 400), max_size=30),
+       st.integers(1, 8), st.integers(1, 8))
+def test_any_text_in_any_pieces_gives_every_word_once_in_segments_of_at_most_max_words(text, cuts, max_words, clause):
+    cuts = sorted({cut for cut in cuts if cut <= len(text)})
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    segments = feed(TextStream(max_words, min(clause, max_words)), pieces)
+    assert " ".join(segments).split() == text.split()
+    assert all(0 < len(segment.split()) <= max_words for segment in segments)
+
+
+class CountingStream(TextStream):
+    """Counts the characters its scan takes in (each run of words or whitespace it looks at)."""
+
+    scanned = 0
+
+    def _word(self, word: str) -> None:
+        self.scanned += len(word)
+        super()._word(word)
+
+    def _space(self, space: str):
+        self.scanned += len(space)
+        return super()._space(space)
+
+
+QUARTER_MB_OF_WORDS = "word " * 52_440  # 256 KiB, 1,748 segments of 30 words
+
+
+@pytest.mark.parametrize("shape, pieces", [
+    ("words in one piece", [QUARTER_MB_OF_WORDS]),
+    ("words, token by token", [word + " " for word in QUARTER_MB_OF_WORDS.split()]),
+    ("no whitespace, a character at a time", ["x"] * 65_536),
+    ("no boundary but whitespace", [" "] * 65_536),
+    ("a clause mark after every word", ["word, " * 20_000]),
+    ("sentences", ["Yes. " * 20_000]),
+])
+def test_the_scan_takes_in_each_character_a_bounded_number_of_times(shape, pieces):
+    """Linear time, counted: whatever the text's shape, each character is scanned once, and
+    again only after a clause cut (the scan looked up to max_words words ahead for a sentence
+    end), so at most max_words / clause_min_words times in all (before, the whole buffer was
+    scanned again after every cut and every add)."""
+    stream = CountingStream(max_words=30, clause_min_words=12)
+    for piece in pieces:
+        stream.add(piece)
+    total = sum(map(len, pieces))
+    assert total <= stream.scanned <= 30 / 12 * total, shape
+
+
+@pytest.mark.timeout(10)
+def test_a_quarter_megabyte_of_words_is_cut_in_one_add():
+    """A guard against a quadratic blowup, not a speed claim: before, this took over a minute."""
+    stream = TextStream(max_words=30)
+    segments = stream.add(QUARTER_MB_OF_WORDS)
+    assert len(segments) == 1_748 and all(segment.split() == ["word"] * 30 for segment in segments)
+    assert stream.flush() is None
