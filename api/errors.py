@@ -11,10 +11,15 @@ from starlette.exceptions import HTTPException
 QUOTED_CHARS = 64
 
 
-def quoted(value: str, limit: int = QUOTED_CHARS) -> str:
-    """`value` as an error message shows it: quoted and escaped as `repr` does (so a control
-    character reads as its escape), at most `limit` characters of it, then "…"."""
-    return repr(value[:limit]) + ("…" if len(value) > limit else "")
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """`value` as an error message shows it: a string quoted and escaped as `repr` does (so a
+    control character reads as its escape), at most `limit` characters of it, then "…"; any
+    other value (a socket message's `type` may be a number, a list, missing) as its `repr`, cut
+    the same way."""
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("…" if len(value) > limit else "")
+    shown = repr(value)
+    return shown[:limit] + ("…" if len(shown) > limit else "")
 
 
 def error_type(status: int) -> str:

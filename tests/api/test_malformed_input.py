@@ -130,6 +130,8 @@ def test_an_err_code_that_is_not_a_constant_is_a_bug():
 def test_a_quoted_value_is_escaped_and_cut():
     assert quoted("a\r\nb") == r"'a\r\nb'"
     assert quoted("x" * 100) == repr("x" * 64) + "…"
+    # A socket message's `type` is whatever JSON the client sent.
+    assert (quoted(None), quoted(5), quoted([1] * 40)) == ("None", "5", repr([1] * 40)[:64] + "…")
 
 
 def test_a_route_error_quoting_the_request_keeps_it_out_of_the_headers(server):

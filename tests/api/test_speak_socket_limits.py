@@ -147,6 +147,13 @@ def test_a_deeply_nested_message_is_warned_about_and_the_session_goes_on(limited
     assert of_type(frames, "Flushed") and any(isinstance(f, bytes) for f in frames)
 
 
+def test_a_message_of_no_known_type_is_warned_about_and_the_session_goes_on(limited):
+    odd = [{"text": "Hi."}, {"type": 5}, {"type": ["Speak"]}, {"type": "Shout"}]
+    frames = asyncio.run(exchange(ws_url(limited), [*odd, speak("Fine."), FLUSH], flushes=1))
+    assert [w["warn_code"] for w in of_type(frames, "Warning")] == ["UNKNOWN_MESSAGE_TYPE"] * 4
+    assert of_type(frames, "Flushed") and any(isinstance(f, bytes) for f in frames)
+
+
 def test_speak_and_turn_limits_drop_only_the_speak_and_the_next_turn_starts_from_zero(limited):
     """A Speak over 200 characters, or one that would take its turn over 500, is refused with
     TEXT_TOO_LONG; the turn keeps the text it had; after a Flush, and after a Clear, a turn
