@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from api.heap import give_back_memory
 from api.metrics import PROMPT_KINDS, PromptPoolMetrics
 from model.families.base import SpeechPrompt
 
@@ -45,7 +46,9 @@ class PromptPool:
     Its thread budget is `workers` threads: `prepare` itself stays single-threaded (the joe front
     end's onnxruntime sessions run one intra-op thread without spinning, model/families/joe/
     teacher.py; espeak is serialized by its own lock), apart from the engine core's torch threads.
-    All queue state lives on the event loop; the threads only run `prepare`.
+    All queue state lives on the event loop; the threads only run `prepare`. Each time the pool
+    goes idle (no job queued or running) it gives the heap's free memory back to the system
+    (api/heap.py): what a long prompt took does not stay resident.
     """
 
     def __init__(self, prepare: Prepare, workers: int = 1, metrics: PromptPoolMetrics | None = None) -> None:
@@ -62,6 +65,7 @@ class PromptPool:
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task] = []
         self._later_running = 0
+        self._running = 0
 
     async def start(self) -> PromptPool:
         self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="chorus-prompt")
@@ -137,6 +141,7 @@ class PromptPool:
             self.metrics.wait_seconds.labels(job.kind).observe(started - job.queued_at)
             later = job.kind == LATER
             self._later_running += later
+            self._running += 1
             try:
                 prompt = await loop.run_in_executor(self._executor, self._prepare, job.text, job.voice, job.speed)
             except Exception as exc:  # the front end's refusal belongs to whoever asked
@@ -147,6 +152,9 @@ class PromptPool:
                     job.future.set_result(prompt)
             finally:
                 self.metrics.prepare_seconds.labels(job.kind).observe(time.monotonic() - started)
+                self._running -= 1
                 if later:
                     self._later_running -= 1
                     self._has_jobs.set()  # a worker held back from later segments may take one
+                if not self._running and not self._queue:
+                    loop.run_in_executor(self._executor, give_back_memory)

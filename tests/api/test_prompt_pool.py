@@ -149,3 +149,32 @@ def test_later_segments_leave_a_worker_free_for_a_first_one():
 
     asyncio.run(main())
     assert prepare.ran == ["new first", "gate", "later 2"]
+
+
+def test_the_heap_is_given_back_each_time_the_pool_goes_idle_and_never_while_jobs_wait(monkeypatch):
+    import api.prompt_pool
+
+    prepare = GatedPrepare()
+    trims: list[list[str]] = []  # what had run by each trim
+    monkeypatch.setattr(api.prompt_pool, "give_back_memory", lambda: trims.append(list(prepare.ran)))
+
+    async def main():
+        async with PromptPool(prepare, workers=1, metrics=PromptPoolMetrics()) as pool:
+            gate = await hold_worker(pool, prepare)
+            queued = [pool.submit(text, "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+                      for text in ("one", "two")]
+            prepare.release()
+            await asyncio.gather(gate, *queued)
+            await asyncio.sleep(0.05)  # the trim runs on the pool's thread
+            alone = pool.submit("three", "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+            await alone
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert trims == [["gate", "one", "two"], ["gate", "one", "two", "three"]]
+
+
+def test_giving_back_the_heap_works_on_this_c_library():
+    from api.heap import give_back_memory
+
+    assert give_back_memory()  # glibc on every machine this project runs on
