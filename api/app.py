@@ -21,7 +21,7 @@ from api.draining import Drain
 from api.early_refusal import EarlyRefusal
 from api.errors import install_error_handlers
 from api.metrics import ApiMetrics
-from api.planning import SegmentPlanner, bounded_prepare
+from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.query_check import QueryCheckMiddleware
 from api.settings import ApiSettings
@@ -49,8 +49,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         await client.start()
         give_up = asyncio.create_task(_exit_when_the_engine_gives_up(app, client))
         try:
-            prepare = bounded_prepare(client.frontend, settings, client.limits)
-            async with PromptPool(prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
+            async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
                 # Token budgets and the splitting of long inputs follow the limits the engine enforces.
                 app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
                 yield

@@ -15,7 +15,7 @@ import numpy as np
 
 from api.engine_args import add_engine_args, engine_config_from_args
 from api.http_protocol import BoundedWebSocketProtocol, bounded_h11
-from api.planning import SegmentPlanner, bounded_prepare
+from api.planning import SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
 from api.settings import ApiSettings
@@ -32,7 +32,7 @@ def pcm16(samples: np.ndarray) -> bytes:
 async def _say(args: argparse.Namespace) -> int:
     settings = ApiSettings(prompt_workers=args.prompt_workers)
     async with EngineClient(engine_config_from_args(args)) as client, \
-            PromptPool(bounded_prepare(client.frontend, settings, client.limits), settings.prompt_workers) as pool:
+            PromptPool(client.frontend.prepare, settings.prompt_workers) as pool:
         voice = args.voice or client.frontend.voices[0]
         if client.frontend.model_speed(args.speed) != args.speed:
             low, high = client.frontend.speed_range

@@ -3,7 +3,6 @@ by text alone (api/text_split.py), each prepared in the prompt pool only when it
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections import deque
 from dataclasses import dataclass
 
@@ -31,18 +30,6 @@ PREPARE_AHEAD_BELOW_SECONDS = 1.5
 
 class NothingToSpeak(UnspeakableText):
     """No segment of the speech has anything the front end can speak (only punctuation)."""
-
-
-def prompt_token_limit(settings: ApiSettings, limits: EngineLimits) -> int:
-    """The most tokens one segment's prompt may have: the settings' bound on preparation's cost,
-    and always room for an output in the engine's context."""
-    return max(1, min(settings.max_prompt_tokens, limits.context_tokens - 1))
-
-
-def bounded_prepare(frontend: PromptFrontend, settings: ApiSettings, limits: EngineLimits):
-    """The front end's `prepare` as the prompt pool runs it: refusing (PromptTooLong) any prompt
-    over `prompt_token_limit` before it costs more than a count."""
-    return functools.partial(frontend.prepare, max_tokens=prompt_token_limit(settings, limits))
 
 
 # What `_prepared` returns for a piece whose prompt was over the token limit (it has been cut).
@@ -153,9 +140,10 @@ class SpeechSegments:
 
     def _submit(self, planned: _Planned) -> None:
         if planned.job is None:
+            first = not self._handed_out
             planned.job = self._planner.pool.submit(
                 planned.text, self._voice, self._speed, arrival=self._arrival, index=planned.index,
-                first=not self._handed_out,
+                first=first, max_tokens=self._planner.token_limit(first),
             )
 
     async def _prepared(self, planned: _Planned):
@@ -207,6 +195,13 @@ class SegmentPlanner:
         UncuttableText for a text with a run of characters too long to cut."""
         texts = await asyncio.to_thread(self.texts, text)
         return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())
+
+    def token_limit(self, first: bool) -> int:
+        """The most tokens a segment's prompt may have: the settings' bound on preparation's cost
+        (a lower one for a speech's first segment, whose first audio waits on it, as any speech's
+        arriving after it does), always with room for an output in the engine's context."""
+        bound = self.settings.first_segment_max_tokens if first else self.settings.max_prompt_tokens
+        return max(1, min(bound, self.limits.context_tokens - 1))
 
     def texts(self, text: str) -> list[str]:
         """`text` cut into segments within the settings' bounds (linear in the text)."""

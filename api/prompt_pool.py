@@ -3,6 +3,7 @@ so that neither the event loop nor the engine core's step ever runs a front end.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import time
@@ -15,7 +16,8 @@ from api.heap import give_back_memory
 from api.metrics import PROMPT_KINDS, PromptPoolMetrics
 from model.families.base import SpeechPrompt
 
-Prepare = Callable[[str, str, float], SpeechPrompt]
+# prepare(text, voice, speed, max_tokens=...): a front end's `prepare` (model/families/base.py).
+Prepare = Callable[..., SpeechPrompt]
 FIRST, LATER = PROMPT_KINDS
 
 
@@ -28,6 +30,7 @@ class _Job:
     text: str = field(compare=False)
     voice: str = field(compare=False)
     speed: float = field(compare=False)
+    max_tokens: int | None = field(compare=False)
     future: asyncio.Future = field(compare=False)
     queued_at: float = field(compare=False)
 
@@ -92,14 +95,15 @@ class PromptPool:
         """A new speech's place in arrival order, for its jobs' `arrival`."""
         return next(self._arrivals)
 
-    def submit(self, text: str, voice: str, speed: float, *, arrival: int, index: int, first: bool) -> asyncio.Future:
-        """Queues `prepare(text, voice, speed)` for segment `index` of the speech that arrived
-        `arrival`-th; `first`: its first audio waits on this one. Cancelling the returned future
-        drops the job."""
+    def submit(self, text: str, voice: str, speed: float, *, arrival: int, index: int, first: bool,
+               max_tokens: int | None = None) -> asyncio.Future:
+        """Queues `prepare(text, voice, speed, max_tokens=max_tokens)` for segment `index` of the
+        speech that arrived `arrival`-th; `first`: its first audio waits on this one. Cancelling
+        the returned future drops the job."""
         kind = FIRST if first else LATER
         future = asyncio.get_running_loop().create_future()
         need = (0 if first else 1, arrival, index, next(self._submissions))
-        job = _Job(need, kind, text, voice, speed, future, time.monotonic())
+        job = _Job(need, kind, text, voice, speed, max_tokens, future, time.monotonic())
         heapq.heappush(self._queue, job)
         self._count(kind, +1)
         self._has_jobs.set()
@@ -143,7 +147,8 @@ class PromptPool:
             self._later_running += later
             self._running += 1
             try:
-                prompt = await loop.run_in_executor(self._executor, self._prepare, job.text, job.voice, job.speed)
+                prepare = functools.partial(self._prepare, job.text, job.voice, job.speed, max_tokens=job.max_tokens)
+                prompt = await loop.run_in_executor(self._executor, prepare)
             except Exception as exc:  # the front end's refusal belongs to whoever asked
                 if not job.future.done():
                     job.future.set_exception(exc)

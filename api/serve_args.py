@@ -45,6 +45,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 LIMIT_FLAGS = {
     "max_segment_words": "the most words of one segment (an engine request) of a speech",
     "max_prompt_tokens": "the most tokens of one segment's prompt: longer ones are cut before they are prepared",
+    "first_segment_max_tokens": "the same for a speech's first segment, whose first audio waits on it",
     "max_word_chars": "the longest run of characters without whitespace an input may hold (400 beyond)",
     "socket_max_speak_chars": "the most characters of text one speak-socket Speak message may carry",
     "socket_max_turn_chars": "the most characters of text one speak-socket turn (between Flushes) may carry",

@@ -44,13 +44,17 @@ class ApiSettings:
     enable_docs: bool = False
     # Bounded cost per request, on every route (docs/operations.md, "Limits"). A segment is cut
     # to at most `max_segment_words` words (and `max_segment_chars` characters) before it is
-    # prepared, and its prompt to at most `max_prompt_tokens` tokens: the front end refuses a
-    # longer one before its costly part and the text is cut again. joe's prompt preparation
-    # grows with its phonemes (1,000 in one sentence: 0.6 s and ~90 MB on the 2-core machine;
-    # 17,000: 150 s and 19 GB), so the token bound is what bounds its memory. A run of more than
+    # prepared, and its prompt to at most `max_prompt_tokens` tokens: the front end counts them
+    # before its costly part and refuses a longer one, and the text is cut again. Prose runs at
+    # about 2.1 of joe's phoneme ids a character, so a segment of 1,000 characters fits; digits
+    # read aloud at ten, which is why characters alone bound nothing. A run of more than
     # `max_word_chars` characters without whitespace cannot be cut sensibly and is refused.
-    max_segment_words: int = 150
-    max_prompt_tokens: int = 1024
+    max_segment_words: int = 200
+    max_prompt_tokens: int = 2560
+    # A first segment's prompt is bounded lower: its first audio waits on its preparation, and
+    # so does every speech's that arrives after it (first segments go in arrival order). A first
+    # sentence of 30 words of prose (~350 of joe's ids) fits; ~0.15 s of joe's preparation.
+    first_segment_max_tokens: int = 384
     max_word_chars: int = 256
     # The speak socket (api/deepgram/socket.py): the most text one Speak message may carry
     # (Deepgram's 2,000 characters) and one turn (the text between two Flushes: the REST
@@ -80,7 +84,7 @@ class ApiSettings:
         if self.first_segment_max_words < 1 or self.max_segment_chars < 1 or self.prompt_workers < 1:
             raise ValueError("first_segment_max_words, max_segment_chars and prompt_workers must be >= 1")
         counts = {name: getattr(self, name) for name in (
-            "max_segment_words", "max_prompt_tokens", "max_word_chars", "socket_max_speak_chars",
+            "max_segment_words", "max_prompt_tokens", "first_segment_max_tokens", "max_word_chars", "socket_max_speak_chars",
             "socket_max_turn_chars", "socket_max_message_bytes")}
         if (small := [name for name, value in counts.items() if value < 1]):
             raise ValueError(f"{', '.join(small)} must be >= 1")

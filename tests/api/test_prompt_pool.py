@@ -23,7 +23,7 @@ class GatedPrepare:
     def release(self) -> None:
         self._open.set()
 
-    def __call__(self, text: str, voice: str, speed: float) -> SpeechPrompt:
+    def __call__(self, text: str, voice: str, speed: float, max_tokens: int | None = None) -> SpeechPrompt:
         if text == "gate":
             self.gate_entered.set()
             self._open.wait(10)

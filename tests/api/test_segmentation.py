@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from api.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner, bounded_prepare
+from api.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner
 from api.prompt_pool import PromptPool
 from api.settings import ApiSettings
 from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
@@ -54,9 +54,9 @@ class RecordingPool(PromptPool):
         super().__init__(prepare)
         self.submitted: list[tuple[str, bool]] = []
 
-    def submit(self, text, voice, speed, *, arrival, index, first):
+    def submit(self, text, voice, speed, *, arrival, index, first, max_tokens=None):
         self.submitted.append((text, first))
-        return super().submit(text, voice, speed, arrival=arrival, index=index, first=first)
+        return super().submit(text, voice, speed, arrival=arrival, index=index, first=first, max_tokens=max_tokens)
 
 
 def planner(pool, frontend, context: int = 10_000, **settings) -> SegmentPlanner:
@@ -116,22 +116,28 @@ def test_a_prompt_over_the_token_limit_is_cut_before_it_is_prepared():
     frontend = LettersOnlyFrontend()
     # No sentence ends: only the word bound cuts it before preparation (150 words of 6 characters).
     text = " ".join(f"word{i % 10}" for i in range(400))
-    settings = ApiSettings(max_prompt_tokens=120)
+    settings = ApiSettings(max_prompt_tokens=120, first_segment_max_tokens=40)
 
     async def main():
-        async with PromptPool(bounded_prepare(frontend, settings, EngineLimits(10_000, RATE))) as pool:
-            return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan(text, "v"))
+        async with RecordingPool(frontend.prepare) as pool:
+            planner = SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE))
+            return await handed_out(await planner.plan(text, "v")), pool.submitted
 
-    segments = asyncio.run(main())
+    segments, submitted = asyncio.run(main())
     assert " ".join(s.text for s in segments).split() == text.split()
+    # The first segment within the first segment's bound, its first audio waits on it.
+    assert len(segments[0].prompt.token_ids) <= 40 < len(segments[1].prompt.token_ids) <= 120
     assert all(len(s.prompt.token_ids) <= 120 for s in segments)
     assert all(len(prepared) <= 120 for prepared in frontend.prepared)  # nothing longer ever ran
+    assert len(submitted) > len(segments)  # some were refused by count, and cut
 
 
 def test_the_token_limit_leaves_room_for_an_output_in_the_context():
     frontend = LettersOnlyFrontend()
-    prepare = bounded_prepare(frontend, ApiSettings(max_prompt_tokens=1024), EngineLimits(50, RATE))
-    assert prepare.keywords == {"max_tokens": 49}
+    settings = ApiSettings(max_prompt_tokens=1024, first_segment_max_tokens=256)
+    assert SegmentPlanner(None, frontend, settings, EngineLimits(10_000, RATE)).token_limit(first=True) == 256
+    assert SegmentPlanner(None, frontend, settings, EngineLimits(10_000, RATE)).token_limit(first=False) == 1024
+    assert SegmentPlanner(None, frontend, settings, EngineLimits(50, RATE)).token_limit(first=False) == 49
 
 
 class ThreeTokensPerCharacter(LettersOnlyFrontend):
@@ -143,10 +149,10 @@ class ThreeTokensPerCharacter(LettersOnlyFrontend):
 
 def test_a_single_character_over_the_token_limit_is_refused():
     frontend = ThreeTokensPerCharacter()
-    settings = ApiSettings(max_prompt_tokens=2)
+    settings = ApiSettings(max_prompt_tokens=2, first_segment_max_tokens=2)
 
     async def main():
-        async with PromptPool(bounded_prepare(frontend, settings, EngineLimits(10_000, RATE))) as pool:
+        async with PromptPool(frontend.prepare) as pool:
             return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan("ab", "v"))
 
     with pytest.raises(UncuttableText, match="alone makes a prompt of 3 tokens"):

@@ -16,6 +16,12 @@ from model.families.joe.teacher import HOP_SAMPLES, PROMPT_CUT, GraphCut, Teache
 from model.families.joe.words import spoken_words
 
 
+# The most phoneme ids of one teacher run (one sentence, as espeak finds them): its time and
+# memory grow faster than its length (on the 2-core CPU, 1,000 ids: 0.6 s, ~90 MB; 2,000: 1.6 s,
+# ~200 MB; 17,000: 150 s, 19 GB). A sentence of prose has 50-300.
+MAX_RUN_PHONEME_IDS = 1024
+
+
 class Phonemizer:
     """Text → one phoneme-id list per sentence, exactly as Piper prepares this voice's input
     (espeak-ng with the data bundled in piper-tts, so it works offline)."""
@@ -98,12 +104,15 @@ class TeacherFrontend:
     def speech_prompt(self, text: str, speed: float = 1.0, max_phoneme_ids: int | None = None) -> SpeechPrompt:
         """Phoneme ids as the prompt tokens, the prior [T, 192] as per-frame conditioning, and
         each word's span from the durations. Raises PromptTooLong, before the teacher runs, when
-        the text has more than `max_phoneme_ids` phoneme ids."""
+        the text has more than `max_phoneme_ids` phoneme ids, or one of its sentences more than
+        MAX_RUN_PHONEME_IDS (the caller cuts the text and asks again either way)."""
         sentences = self.phonemizer.sentences(text)
-        if max_phoneme_ids is not None:
-            count = sum(len(self.phonemizer.ids(phonemes)) for phonemes in sentences)
-            if count > max_phoneme_ids:
-                raise PromptTooLong(count, max_phoneme_ids)
+        counts = [len(self.phonemizer.ids(phonemes)) for phonemes in sentences]
+        if max_phoneme_ids is not None and sum(counts) > max_phoneme_ids:
+            raise PromptTooLong(sum(counts), max_phoneme_ids)
+        # One teacher run per sentence, whose time and memory grow faster than its phonemes.
+        if max(counts, default=0) > MAX_RUN_PHONEME_IDS:
+            raise PromptTooLong(max(counts), MAX_RUN_PHONEME_IDS)
         result = self._run_phonemes(sentences, text, speed)
         words = spoken_words(text, sentences, result.durations, self.phonemizer.config.phoneme_id_map,
                              self.phonemizer.word_phonemes, HOP_SAMPLES / self.sample_rate)

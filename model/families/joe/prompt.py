@@ -42,6 +42,8 @@ class JoePromptFrontend(PromptFrontend):
         try:
             prompt = self.teacher.speech_prompt(text, speed, max_phoneme_ids=phoneme_limit)
         except PromptTooLong as exc:
+            if max_tokens is None or exc.limit != phoneme_limit:
+                raise  # one sentence over the teacher's own bound
             raise PromptTooLong(exc.tokens + 1, max_tokens) from None
         prompt.token_ids.append(STEP_SLOT_ID)
         # The step slot's input depends on the prior, which the phonemes fix up to the length scale.

@@ -95,6 +95,7 @@ def test_prompt_frontend_adds_the_step_slot_and_scales_by_speed(chorus_cache):
 
 def test_a_prompt_over_max_tokens_is_refused_before_the_teacher_runs(chorus_cache, monkeypatch):
     from model.families.base import PromptTooLong
+    from model.families.joe.frontend import MAX_RUN_PHONEME_IDS
     from model.families.joe.prompt import JoePromptFrontend
     from model.families.joe.student import StudentConfig
 
@@ -112,3 +113,7 @@ def test_a_prompt_over_max_tokens_is_refused_before_the_teacher_runs(chorus_cach
     # Digits read aloud: ten phoneme ids a character, so characters alone cannot bound the cost.
     with pytest.raises(PromptTooLong):
         frontend.prepare("1 " * 300, "joe", max_tokens=1024)
+    # Whatever the total allowed, one sentence (one teacher run) is bounded by itself.
+    with pytest.raises(PromptTooLong) as refused:
+        frontend.prepare("1 " * 150, "joe")
+    assert refused.value.limit == MAX_RUN_PHONEME_IDS < refused.value.tokens
