@@ -13,6 +13,7 @@ from typing import Hashable
 import torch
 
 from benchmarks.trace import RequestTrace
+from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import StreamingDecoder
 from model.codecs.base import FrameCodec
@@ -23,7 +24,8 @@ from model.families.orpheus.layout import OrpheusTokenLayout
 class StreamingAudio:
     """Open streams' assemblers and one decoder shared by all of them (windows batched across
     streams, as the engine does). Invariant: a stream's trace receives its chunks in order, each
-    stamped when `flush` returned it; a stream closes after its budget of tokens."""
+    stamped when `flush` returned it, and its listener has received them (as the engine's request
+    table keeps it: the decoder sizes chunks by it); a stream closes after its budget of tokens."""
 
     def __init__(self, codec: FrameCodec, layout: OrpheusTokenLayout, config: StreamingConfig) -> None:
         self.layout = layout
@@ -31,15 +33,17 @@ class StreamingAudio:
         self._assemblers: dict[Hashable, FrameAssembler] = {}
         self._remaining: dict[Hashable, int] = {}
         self._traces: dict[Hashable, RequestTrace] = {}
+        self._listeners: dict[Hashable, Listener] = {}
 
     def open(self, stream_id: Hashable, trace: RequestTrace, max_tokens: int) -> None:
         self._assemblers[stream_id] = FrameAssembler(self.layout)
         self._remaining[stream_id] = max_tokens
         self._traces[stream_id] = trace
-        self.decoder.open(stream_id)
+        self._listeners[stream_id] = Listener(self.decoder.codec.sample_rate)
+        self.decoder.open(stream_id, self._listeners[stream_id])
 
     def discard(self, stream_id: Hashable) -> None:
-        for table in (self._assemblers, self._remaining, self._traces):
+        for table in (self._assemblers, self._remaining, self._traces, self._listeners):
             table.pop(stream_id, None)
         self.decoder.discard(stream_id)
 
@@ -65,9 +69,11 @@ class StreamingAudio:
 
     def flush(self) -> None:
         """Decodes every ready window and records the chunks' arrival now."""
-        chunks = self.decoder.decode_ready()
+        chunks = self.decoder.decode_ready(time.monotonic())
         now = time.monotonic()
         for stream_id, chunk in chunks.items():
             self._traces[stream_id].record(now, len(chunk.pcm))
+            self._listeners[stream_id].received(len(chunk.pcm), now)
             if chunk.is_last:
                 del self._assemblers[stream_id], self._remaining[stream_id], self._traces[stream_id]
+                del self._listeners[stream_id]

@@ -6,14 +6,12 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
+from benchmarks.gpu_plan import Plan
 from benchmarks.trace import RequestTrace, summarize
-
-if TYPE_CHECKING:
-    from benchmarks.gpu_bench import Plan
+from capacity.config import CapacityConfig
 
 FRAME_TOKENS, FRAME_SAMPLES, SAMPLE_RATE = 7, 2048, 24000
 PROMPT_LEN = 32
@@ -42,9 +40,9 @@ def engine_sweep(family, model_config, plan: Plan) -> list[dict]:
     config = EngineConfig(
         model=model_config,
         cache=CacheConfig(block_size=plan.block_size, num_blocks=num_blocks),
-        scheduler=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget,
-                                  # Raw work: every stream admitted and stepped, whatever its listener.
-                                  max_queue_delay=None, skip_slack_seconds=None),
+        scheduler=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget),
+        # Raw work: every stream admitted and stepped, whatever its listener.
+        capacity=CapacityConfig(max_queue_delay=None, skip_slack_seconds=None),
         mode="inproc",
     )
     core = EngineCore(config, family=family)

@@ -2,7 +2,7 @@
 
     python -m benchmarks.intelligibility            # --runs 3, --concurrency 8 16, --quick
 
-Word error rate (pocketsphinx, benchmarks/asr.py) on benchmarks/data/sentences.txt for
+Word error rate (pocketsphinx, benchmarks/asr.py) on evaluation/sentences.txt for
   - the teacher (Piper, its default noise: stochastic, mean of --runs syntheses),
   - the teacher without noise (deterministic: exactly what the student is trained to imitate),
   - the student served by the engine (`joe`), with the decoder it serves with (the distilled
@@ -28,12 +28,12 @@ import numpy as np
 import torch
 
 from benchmarks.asr import Transcriber, WordErrors
-from benchmarks.data import EVAL_SENTENCES
+from capacity.config import CapacityConfig
 from engine.client import EngineClient
 from engine.config import EngineConfig
+from evaluation import EVAL_SENTENCES
 from model.config import ModelConfig
 from model.sampling import SamplingParams
-from scheduler.config import SchedulerConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DURATION_RANGE = (0.8, 1.25)
@@ -142,7 +142,7 @@ async def engine_system(model: str, sentences: list[str], concurrency: list[int]
     # The voice's own speed: every stream admitted and stepped (admission and skipping are the
     # serving benchmark's, benchmarks/serving.py).
     config = EngineConfig(model=ModelConfig(model=model, codec=codec, device="cpu"), mode="inproc", num_threads=threads,
-                          scheduler=SchedulerConfig(max_queue_delay=None, skip_slack_seconds=None))
+                          capacity=CapacityConfig(max_queue_delay=None, skip_slack_seconds=None))
     if model == "tiny-random":
         name = f"`{model}` through the engine"
     else:
@@ -173,7 +173,7 @@ def git_commit() -> str:
 
 def render(report: dict) -> str:
     lines = [f"# Intelligibility: {report['date']} (commit {report['commit']})", "",
-             f"{report['sentences']} sentences of benchmarks/data/sentences.txt; pocketsphinx WER; "
+             f"{report['sentences']} sentences of evaluation/sentences.txt; pocketsphinx WER; "
              f"torch threads {report['threads']}; machine: {report['machine']}", "",
              "| system | WER % (per run) | single-stream RTF | TTFA p50 ms |", "| --- | --- | --- | --- |"]
     # NOTE: the teacher's RTF is a whole utterance through onnxruntime (no streaming, no engine).

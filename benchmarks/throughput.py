@@ -93,6 +93,7 @@ Runner = Callable[[Workload], Measurement]
 
 
 def engine_runner(folder: str) -> Runner:
+    from capacity.config import CapacityConfig
     from engine.config import EngineConfig
     from engine.core import EngineCore
     from memory.config import CacheConfig
@@ -115,9 +116,9 @@ def engine_runner(folder: str) -> Runner:
         config = EngineConfig(
             model=model_config,
             cache=CacheConfig(block_size=BLOCK_SIZE, num_blocks=num_blocks),
-            scheduler=SchedulerConfig(max_num_seqs=work.streams, max_num_batched_tokens=budget,
-                                      # Raw work: every stream admitted and stepped, whatever its listener.
-                                      max_queue_delay=None, skip_slack_seconds=None),
+            scheduler=SchedulerConfig(max_num_seqs=work.streams, max_num_batched_tokens=budget),
+            # Raw work: every stream admitted and stepped, whatever its listener.
+            capacity=CapacityConfig(max_queue_delay=None, skip_slack_seconds=None),
             mode="inproc",
         )
         core = EngineCore(config, family=family)

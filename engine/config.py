@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from capacity.config import CapacityConfig
 from engine.audio.config import StreamingConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
@@ -21,6 +22,8 @@ class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    # Admission's delay and every slack threshold (the two audio ones left None: the codec's).
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
     # Fields left None take the codec's own values (SNAC and HiFi-GAN need different context).
     streaming: StreamingConfig = field(default_factory=StreamingConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
+import math
 import traceback
 from multiprocessing.connection import Connection
 from queue import Empty, Queue
@@ -39,7 +39,7 @@ class CoreLoop:
         self.core = core
         self.receive = receive
         self.send = send
-        self._last_stats = 0.0
+        self._last_stats = -math.inf
 
     def run(self) -> None:
         # NOTE: the first stats carry a room estimate already: the API's early refusal acts on
@@ -57,7 +57,7 @@ class CoreLoop:
             if self.core.has_work:
                 replies.extend(self.core.step())
                 replies.extend(Rejected.of(rid, exc) for rid, exc in self.core.take_refusals())
-            now = time.monotonic()
+            now = self.core.clock()
             if now - self._last_stats >= STATS_INTERVAL_S:
                 self._last_stats = now
                 self.core.refresh_room_estimate()
@@ -74,8 +74,7 @@ class CoreLoop:
             return []
         if isinstance(command, AddRequest):
             try:
-                self.core.add_request(command.request_id, command.prompt, command.params, command.priority,
-                                      command.continuation, command.outputs_after, command.follows, command.arrived)
+                self.core.add(command)
             except RequestRejected as exc:
                 return [Rejected.of(command.request_id, exc)]
             return []

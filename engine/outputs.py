@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from capacity.room import Room
+
 
 @dataclass(slots=True)
 class RequestMetrics:
@@ -73,14 +75,9 @@ class EngineStats:
     # time, and the predicted seconds of a step of the streams running.
     realtime_capacity: int = 0
     predicted_step_seconds: float = 0.0
-    # Room for new requests of the usual size: how many could start now, how many would start
-    # by their first-audio deadline (now or after waiting in the queue), and with no room now,
-    # the seconds until one could; refreshed with each stats message (at `taken_at`, monotonic
-    # seconds). The API refuses new speech by them before preparing their prompts.
-    room_streams: int = 0
-    room_in_time: int = 0
-    seconds_until_room: float = 0.0
-    taken_at: float = 0.0
+    # Room for new requests of the usual size (capacity/room.py), refreshed with each stats
+    # message: the one estimate the API's early refusal, the Ray router and /metrics read.
+    room: Room = field(default_factory=Room)
     kv_blocks_total: int = 0
     kv_blocks_used: int = 0
     prefix_cache_hit_rate: float = 0.0

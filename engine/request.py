@@ -1,10 +1,9 @@
-"""One request inside the engine core: its scheduling view, its family state, its clock."""
+"""One request inside the engine core: its scheduling view, its family state, its listener."""
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from capacity.listener import Listener
 from engine.outputs import RequestMetrics
 from model.families.base import StreamState
 from scheduler.sequence import Sequence
@@ -12,49 +11,61 @@ from scheduler.sequence import Sequence
 
 @dataclass(slots=True, eq=False)
 class Request:
-    """Ties the scheduler's `Sequence` to the family's `StreamState` under one id.
+    """Ties the scheduler's `Sequence` to the family's `StreamState` and the request's `Listener`
+    under one id.
 
-    Invariant: `seq` holds the counts (the scheduler's: outputs, limit, computed tokens) and
-    `stream` what the outputs were; `finish_reason` is set once, when generation ends, and the
-    request lives on only until its last audio is out.
+    Invariant: `seq` holds the counts (the scheduler's: outputs, limit, computed tokens),
+    `stream` what the outputs were, and `seq.listener` is the one record of who hears the audio;
+    only the engine's `RequestTable` changes any of them after a step. `finish_reason` is set
+    once, when generation ends, and the request lives on only until its last audio is out.
     """
 
     request_id: str
     seq: Sequence
     stream: StreamState
-    arrival: float = field(default_factory=time.monotonic)
-    # Its first audio is due by then (arrival + max_queue_delay; inf with admission off).
-    first_audio_deadline: float = math.inf
+    # When its speech reached the engine (the engine clock's seconds).
+    arrival: float
     # Outputs its speech's later segments are expected to take: admission commits to them too
     # (0 once the next segment's request follows this one: that request commits to them).
     outputs_after: int = 0
     # The request of the same speech whose audio its listener hears right before this one's
-    # (None: the first segment, or one whose predecessor had gone), and when that audio runs out
-    # as far as it is out (its listener starts on this request's audio no sooner).
+    # (None: the first segment, or one whose predecessor's audio is all out).
     follows: Request | None = None
-    plays_after: float | None = None
     first_scheduled: float | None = None
-    first_audio: float | None = None
     finish_reason: str | None = None
     error: str | None = None
-    samples_emitted: int = 0
 
-    def runs_dry_at(self, sample_rate: int) -> float | None:
-        """When its listener will have played all of its audio out so far (None before its first
-        audio): playback starts at its first audio, or once the audio before it has run out."""
-        if self.first_audio is None:
-            return None
-        start = self.first_audio if self.plays_after is None else max(self.first_audio, self.plays_after)
-        return start + self.samples_emitted / sample_rate
+    @property
+    def listener(self) -> Listener:
+        return self.seq.listener
 
-    def metrics(self, sample_rate: int, now: float) -> RequestMetrics:
+    # ---- what admission reads (capacity.admission.Candidate) --------------------------------
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.seq.num_prompt_tokens
+
+    @property
+    def uncomputed_prompt_tokens(self) -> int:
+        return max(0, self.seq.num_prompt_tokens - self.seq.num_computed_tokens)
+
+    @property
+    def max_outputs(self) -> int:
+        return self.seq.max_output_tokens
+
+    @property
+    def outputs(self) -> int:
+        return self.seq.num_output_tokens
+
+    def metrics(self, now: float) -> RequestMetrics:
+        listener = self.listener
         return RequestMetrics(
             queue_time=(self.first_scheduled or now) - self.arrival,
-            time_to_first_audio=None if self.first_audio is None else self.first_audio - self.arrival,
+            time_to_first_audio=None if listener.first_audio_at is None else listener.first_audio_at - self.arrival,
             total_time=now - self.arrival,
             prompt_tokens=self.seq.num_prompt_tokens,
             output_tokens=self.seq.num_output_tokens,
-            audio_seconds=self.samples_emitted / sample_rate,
+            audio_seconds=listener.received_seconds,
             num_preemptions=self.seq.num_preemptions,
             invalid_tokens=self.stream.num_invalid_outputs,
         )

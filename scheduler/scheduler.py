@@ -5,10 +5,11 @@ import bisect
 import math
 from typing import Collection, Protocol, Sequence as Seq
 
+from capacity.config import CapacityConfig
+from capacity.step_cost import StepCostModel
 from scheduler.config import SchedulerConfig
 from scheduler.output import ScheduledChunk, SchedulerOutput
 from scheduler.sequence import Sequence, SequenceStatus
-from scheduler.step_cost import StepCostModel
 
 
 class BlockAccounting(Protocol):
@@ -46,8 +47,10 @@ class Scheduler:
       that count alone decides when a sequence reaches its output limit.
     """
 
-    def __init__(self, config: SchedulerConfig, kv: BlockAccounting, step_cost: StepCostModel | None = None) -> None:
+    def __init__(self, config: SchedulerConfig, kv: BlockAccounting, step_cost: StepCostModel | None = None,
+                 capacity: CapacityConfig | None = None) -> None:
         self.config = config
+        self.capacity = capacity or CapacityConfig()
         self.kv = kv
         self.step_cost = step_cost or StepCostModel()
         self.waiting: list[Sequence] = []  # kept sorted by _order_key
@@ -165,7 +168,7 @@ class Scheduler:
         other steps are no faster for anyone without them, and audio made early is slack banked
         against later load (a closed-loop benchmark at 4 streams lost a fifth of its audio per
         second when later segments, far ahead, sat out every step)."""
-        limit = self.config.skip_slack_seconds
+        limit = self.capacity.skip_slack_seconds
         if now is None or limit is None:
             return []
         # NOTE: a stream without a deadline (inf) has no listener to measure against: it steps.

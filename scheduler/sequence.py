@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import enum
 import itertools
-import math
 from dataclasses import dataclass, field
+
+from capacity.listener import Listener
 
 _arrival_counter = itertools.count()
 
@@ -40,13 +41,18 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     num_preemptions: int = 0
     arrival_index: int = field(default_factory=lambda: next(_arrival_counter))
-    # When its listener runs dry (monotonic seconds): playback start + audio emitted, or before
-    # its first audio the deadline for that. The engine sets it after every step; the scheduler
-    # serves the earliest first. inf: no deadline known (it goes after every stream that has one).
-    deadline: float = math.inf
+    # Who hears its audio: the engine's request table writes it, the scheduler reads its deadline.
+    listener: Listener = field(default_factory=Listener)
     # Its client has fallen too far behind the audio already made (backpressure): it keeps its
     # blocks but takes no step until it is resumed.
     paused: bool = False
+
+    @property
+    def deadline(self) -> float:
+        """When its listener runs dry, or before its first audio, when that is due (the engine
+        clock's seconds); the scheduler serves the earliest first. inf: no listener waits on it
+        (it goes after every stream that has one)."""
+        return self.listener.deadline
 
     @property
     def num_tokens(self) -> int:

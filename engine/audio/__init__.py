@@ -1,8 +1,7 @@
 """The streaming audio stage: each request's frames → PCM chunks, in order, exactly once.
 
 config.py    StreamingConfig: how streams are cut into windows (None: the codec's own value)
-chunking.py  the listener's slack (Playback: what the engine reads of it) and the size of each
-             stream's next chunk
+chunking.py  the size of each stream's next chunk, by its listener's slack (capacity/listener.py)
 decoder.py   StreamingDecoder: windows batched across streams, crossfaded, emitted in order; on
              the CPU, a codec with an incremental decoder is fed each stream's frames once
              instead, and the chunks are cut from its exact audio

@@ -18,25 +18,15 @@ class StreamingConfig:
     # The first audio is emitted as soon as this many frames (+ lookahead) exist.
     first_chunk_frames: int | None = None
     # Later chunks: decode once this many new frames are ready (or a multiple of it), while
-    # the stream's listener has audio to spare (see urgent_slack_seconds).
+    # the stream's listener has audio to spare (CapacityConfig.urgent_slack_seconds).
     chunk_frames: int | None = None
-    # A listener is assumed to play from the stream's first chunk. When the audio already
-    # emitted would run out within this many seconds (but has not yet), what is ready leaves as
-    # soon as first_chunk_frames of it are instead of waiting for chunk_frames: small chunks cost
-    # more decoding per frame (their windows carry the same context), so they are spent only
-    # where a stream would otherwise stall. 0 disables this (fixed chunking).
-    urgent_slack_seconds: float | None = None
     # When set, chunks after the first grow: each is as long as all the audio emitted before it
     # (8, 8, 16, 32, ... frames), up to chunk_frames. While generation runs faster than real
     # time the listener then always holds more audio than the next chunk takes to make, so a
     # codec with costly windows can use long chunks without a stall after the first one.
     grow_chunks: bool | None = None
-    # A step decodes every window that is due, up to about twice the frames the step produced;
-    # past that, a window whose listener still holds more than this many seconds of audio waits
-    # for a later step (first chunks and listeners closer to running dry never wait). Many
-    # streams' long windows then spread over steps instead of landing in one, whose length every
-    # stream would feel. inf: every due window decodes in the step it became due.
-    defer_slack_seconds: float | None = None
+    # (A step decodes every window that is due, up to about twice the frames the step produced;
+    # past that, windows of listeners holding more than CapacityConfig.defer_slack_seconds wait.)
     # Frames before the emitted span included in the window (the codec is not causal).
     left_context_frames: int | None = None
     # Frames after the emitted span included in the window.
@@ -52,7 +42,7 @@ class StreamingConfig:
     # context is paid again. The first chunk is still cut and decoded as a window (to start a
     # step sooner than the decoder's lag allows); after it, a stream is fed each step while its
     # listener holds little (else in longer pieces, cheaper per frame) and all its final audio
-    # leaves when it is (chunk_frames, grow_chunks and urgent_slack_seconds no longer apply);
+    # leaves when it is (chunk_frames, grow_chunks and the urgent slack no longer apply);
     # lookahead_frames is at least the decoder's lag.
     incremental: bool = True
 
@@ -65,10 +55,6 @@ class StreamingConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
-        if self.urgent_slack_seconds is not None and self.urgent_slack_seconds < 0:
-            raise ValueError(f"urgent_slack_seconds must be >= 0 (0: never urgent), got {self.urgent_slack_seconds}")
-        if self.defer_slack_seconds is not None and self.defer_slack_seconds < 0:
-            raise ValueError(f"defer_slack_seconds must be >= 0, got {self.defer_slack_seconds}")
         if self.crossfade_samples and 0 in (self.lookahead_frames, self.first_lookahead_frames):
             raise ValueError("a crossfade needs lookahead_frames and first_lookahead_frames >= 1 to decode "
                              "past the chunk end")

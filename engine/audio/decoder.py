@@ -16,7 +16,6 @@ decoder's lag behind the frames fed.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Hashable
@@ -25,7 +24,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.audio.chunking import ChunkPolicy, Playback
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
+from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
 from engine.audio.runners import SYNC_RUNNER, CodecRunner
 from model.codecs.base import FrameCodec, IncrementalDecoder
@@ -53,10 +54,8 @@ class _Stream:
     emitted: int = 0
     tail: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     finished: bool = False
-    # When the stream's first audio left (the assumed start of its playback, unless the listener
-    # is still hearing the audio before it until `plays_after`: a later segment of a speech).
-    playback_start: float | None = None
-    plays_after: float | None = None
+    # Who hears it (read only: the engine's request table writes it as the audio leaves).
+    listener: Listener = field(default_factory=Listener)
     # Incremental decoding only: the decoder's state after frames [0, fed), and the exact
     # samples it returned that are not emitted yet, the first of them being sample `exact_start`.
     state: list | None = None
@@ -94,12 +93,10 @@ class PendingAudio:
 # windows that cannot wait): above 1, so deferred windows always catch up; a window carries its
 # context (joe: 20 frames on a 128-frame chunk), and the first chunks of new streams cost more.
 DECODE_BUDGET = 2.0
-# Incremental decoding feeds a stream whose listener holds more than FEED_SLACK_SECONDS in pieces
-# of this many frames: one stream's 8-frame piece cost joe's decoder 2.7 ms, a 64-frame one
-# 12 ms (2-core machine). Below that slack it is fed every step; half a second is several steps
-# even at the engine's capacity, so no listener runs dry waiting for a piece.
+# Incremental decoding feeds a stream whose listener holds more than `feed_slack_seconds`
+# (capacity/config.py) in pieces of this many frames: one stream's 8-frame piece cost joe's
+# decoder 2.7 ms, a 64-frame one 12 ms (2-core machine).
 INCREMENTAL_PIECE_FRAMES = 64
-FEED_SLACK_SECONDS = 0.5
 
 
 def lag_frames(incremental: IncrementalDecoder, codec: FrameCodec) -> int:
@@ -121,8 +118,11 @@ class StreamingDecoder:
     sizes `policy` (chunking.py) picks; the concatenation of a stream's chunks has exactly
     n_frames * samples_per_frame samples."""
 
-    def __init__(self, codec: FrameCodec, config: StreamingConfig, incremental: IncrementalDecoder | None = None) -> None:
-        ChunkPolicy(config)  # first: it refuses a config with fields left unresolved
+    def __init__(self, codec: FrameCodec, config: StreamingConfig, incremental: IncrementalDecoder | None = None,
+                 capacity: CapacityConfig | None = None) -> None:
+        hints = codec.window_hints
+        capacity = (capacity or CapacityConfig()).resolve(hints.urgent_slack_seconds, hints.defer_slack_seconds)
+        ChunkPolicy(config, capacity)  # first: it refuses a config with fields left unresolved
         if config.crossfade_samples > codec.samples_per_frame:
             raise ValueError(
                 f"crossfade_samples {config.crossfade_samples} exceeds one frame "
@@ -135,9 +135,10 @@ class StreamingDecoder:
             # A later chunk's audio is final once the decoder has had its lag's worth of frames
             # after it.
             config = dataclasses.replace(config, lookahead_frames=max(config.lookahead_frames, lag_frames(incremental, codec)))
-        self.policy = ChunkPolicy(config)
+        self.policy = ChunkPolicy(config, capacity)
         self.codec = codec
         self.config = config
+        self.capacity = capacity
         self.incremental = incremental
         self._lag_frames = 0 if incremental is None else lag_frames(incremental, codec)
         self._streams: dict[Hashable, _Stream] = {}
@@ -156,22 +157,17 @@ class StreamingDecoder:
         """Frames received but whose audio has not been emitted yet, over all streams."""
         return sum(s.received - s.emitted for s in self._streams.values())
 
-    def playback(self, stream_id: Hashable) -> Playback | None:
-        """Where the stream's listener stands; None for a stream not open (or already flushed)."""
+    def pending_seconds(self, stream_id: Hashable) -> float:
+        """Audio whose frames exist but that has not left yet (0 for a stream not open)."""
         stream = self._streams.get(stream_id)
-        return None if stream is None else self._playback(stream)
+        return 0.0 if stream is None else (stream.received - stream.emitted) * self._frame_seconds
 
-    def play_after(self, stream_id: Hashable, moment: float) -> None:
-        """The stream's listener hears other audio until `moment` (monotonic seconds): its
-        playback starts then, or at its first audio if that comes later."""
-        stream = self._streams.get(stream_id)
-        if stream is not None:
-            stream.plays_after = moment
-
-    def open(self, stream_id: Hashable) -> None:
+    def open(self, stream_id: Hashable, listener: Listener | None = None) -> None:
+        """Opens a stream whose chunks are sized and ordered by `listener`'s slack (which its
+        owner keeps current as the chunks leave; a fresh one: no listener yet)."""
         if stream_id in self._streams:
             raise ValueError(f"stream {stream_id!r} is already open")
-        self._streams[stream_id] = _Stream()
+        self._streams[stream_id] = _Stream(listener=listener or Listener())
 
     def push(self, stream_id: Hashable, frames: Tensor) -> None:
         stream = self._streams[stream_id]
@@ -189,23 +185,22 @@ class StreamingDecoder:
     def discard(self, stream_id: Hashable) -> None:
         self._streams.pop(stream_id, None)
 
-    def decode_ready(self, now: float | None = None) -> dict[Hashable, StreamChunk]:
-        now = time.monotonic() if now is None else now
-        return self.collect(self.launch(now=now), now)
+    def decode_ready(self, now: float) -> dict[Hashable, StreamChunk]:
+        """Plans, decodes and emits every window ready at `now` (the engine clock's seconds)."""
+        return self.collect(self.launch(now=now))
 
-    def launch(self, runner: CodecRunner | None = None, now: float | None = None) -> PendingAudio:
+    def launch(self, runner: CodecRunner | None = None, *, now: float) -> PendingAudio:
         """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
         stream state only moves in `collect` (but for incremental decoding, which decodes here), so
         launch again only after collecting this one.
-        `now` (monotonic seconds) defaults to the clock; tests pass their own."""
+        `now` is the engine clock's: listeners' slack is measured at it."""
         runner = runner or SYNC_RUNNER
-        now = time.monotonic() if now is None else now
         empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
         # NOTE: streams closest to running dry first (a first chunk is due now): their batches
         # launch first (on a side stream they finish first), and so do their windows when a
         # failed batch is retried one window at a time; a bound on windows per step would keep them.
-        by_urgency = sorted(self._streams.items(), key=lambda item: self._runs_dry_at(item[1], now))
+        by_urgency = sorted(self._streams.items(), key=lambda item: item[1].listener.due_for_first_chunk(now))
         planned = (self._plan(stream_id, stream, now) for stream_id, stream in by_urgency)
         windows = self._this_step([w for w in planned if w is not None], now)
         owners = {w.stream_id: self._streams[w.stream_id] for w in windows}
@@ -229,11 +224,8 @@ class StreamingDecoder:
             groups.append(self._decode_incrementally(windows, owners, now))
         return PendingAudio(empty, groups, owners, runner, now)
 
-    def collect(self, pending: PendingAudio, now: float | None = None) -> dict[Hashable, StreamChunk]:
-        """Waits for `pending`'s audio and emits it, skipping streams closed since its launch. `now`
-        (monotonic seconds, default the clock) is when the audio leaves: a listener's playback
-        starts then."""
-        now = time.monotonic() if now is None else now
+    def collect(self, pending: PendingAudio) -> dict[Hashable, StreamChunk]:
+        """Waits for `pending`'s audio and emits it, skipping streams closed since its launch."""
         chunks: dict[Hashable, StreamChunk] = {}
         for window in pending.empty:
             if self._owns(pending, window):
@@ -246,9 +238,6 @@ class StreamingDecoder:
             for window, rows in zip(windows, samples):
                 if rows is not None and self._owns(pending, window):
                     chunks[window.stream_id] = self._emit(window, rows)
-                    stream = pending.owners[window.stream_id]
-                    if stream.playback_start is None:
-                        stream.playback_start = now
         return chunks
 
     # ---- incremental decoding -----------------------------------------------------------------
@@ -292,12 +281,12 @@ class StreamingDecoder:
 
     def _feeds_now(self, stream: _Stream, now: float) -> bool:
         """Whether an open stream is fed this step: from its first audio on (the first chunk is a
-        window of its own), each step while its listener holds at most FEED_SLACK_SECONDS, else
-        once it has a whole piece of new frames."""
-        slack = self._playback(stream).slack(now)
+        window of its own), each step while its listener holds at most `feed_slack_seconds`,
+        else once it has a whole piece of new frames."""
+        slack = stream.listener.slack(now)
         if stream.finished or stream.received == stream.fed or slack is None:
             return False
-        return slack <= FEED_SLACK_SECONDS or stream.received - stream.fed >= INCREMENTAL_PIECE_FRAMES
+        return slack <= self.capacity.feed_slack_seconds or stream.received - stream.fed >= INCREMENTAL_PIECE_FRAMES
 
     def _feed_count(self, stream: _Stream, flush: bool) -> int:
         return stream.received - stream.fed + (self._lag_frames if flush else 0)
@@ -373,8 +362,8 @@ class StreamingDecoder:
         spent, chosen = 0, []
         for window in due:
             cost = self._cost(window)
-            slack = self._playback(self._streams[window.stream_id]).slack(now)
-            must = not chosen or slack is None or slack <= self.config.defer_slack_seconds
+            slack = self._streams[window.stream_id].listener.slack(now)
+            must = not chosen or slack is None or slack <= self.capacity.defer_slack_seconds
             if must or spent + cost <= budget:
                 chosen.append(window)
                 spent += cost
@@ -405,23 +394,10 @@ class StreamingDecoder:
         if stream.finished:
             # Final flush: every remaining frame, no lookahead needed.
             return _Window(stream_id, first, stream.emitted, stream.received, stream.received, True)
-        end = self.policy.chunk_end(stream.emitted, stream.received, self._playback(stream).slack(now))
+        end = self.policy.chunk_end(stream.emitted, stream.received, stream.listener.slack(now))
         if end is None:
             return None
         return _Window(stream_id, first, stream.emitted, end, end + self.config.lookahead(stream.emitted), False)
-
-    def _playback(self, stream: _Stream) -> Playback:
-        start = stream.playback_start
-        if start is not None and stream.plays_after is not None:
-            start = max(start, stream.plays_after)
-        return Playback(start, stream.emitted * self._frame_seconds, (stream.received - stream.emitted) * self._frame_seconds)
-
-    def _runs_dry_at(self, stream: _Stream, now: float) -> float:
-        dry = self._playback(stream).runs_dry_at
-        if dry is not None:
-            return dry
-        # Before its first audio: due now, or once the audio its listener hears before it runs out.
-        return now if stream.plays_after is None else max(now, stream.plays_after)
 
     def _window_frames(self, window: _Window, stream: _Stream) -> Tensor:
         return self._frames(stream, window.first, window.stop)

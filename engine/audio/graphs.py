@@ -14,6 +14,7 @@ import time
 import torch
 from torch import Tensor
 
+from capacity.config import CapacityConfig
 from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
 from engine.graph_capture import capture_graph
@@ -22,12 +23,13 @@ from model.codecs.base import FrameCodec
 logger = logging.getLogger("chorus.engine")
 
 
-def steady_window_lengths(config: StreamingConfig) -> list[int]:
+def steady_window_lengths(config: StreamingConfig, capacity: CapacityConfig) -> list[int]:
     """Window lengths (frames, context included) a stream produces away from its end: the first
-    chunk's (no frames before it), and each later chunk size's with full context. A stream's
-    last window and a lagging codec's multi-chunk windows have other lengths: those run eagerly."""
+    chunk's (no frames before it), and each later chunk size's with full context (`capacity`'s
+    urgent slack adds first-chunk-sized ones). A stream's last window and a lagging codec's
+    multi-chunk windows have other lengths: those run eagerly. Both configs resolved."""
     ahead, left = config.lookahead_frames, config.left_context_frames
-    later = ChunkPolicy(config).later_chunk_sizes()
+    later = ChunkPolicy(config, capacity).later_chunk_sizes()
     return sorted({config.first_chunk_frames + config.first_lookahead_frames, *(left + size + ahead for size in later)})
 
 
@@ -84,10 +86,10 @@ class WindowGraphs:
         return self._outputs[padded, n][:rows]
 
 
-def capture_window_graphs(codec: FrameCodec, config: StreamingConfig, batch_sizes: list[int],
-                          device: torch.device) -> WindowGraphs:
+def capture_window_graphs(codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig,
+                          batch_sizes: list[int], device: torch.device) -> WindowGraphs:
     started = time.perf_counter()
-    graphs = WindowGraphs(codec, batch_sizes, steady_window_lengths(config), device)
+    graphs = WindowGraphs(codec, batch_sizes, steady_window_lengths(config, capacity), device)
     with torch.inference_mode():
         graphs.capture()
     logger.info("captured %d codec graphs (windows of %s frames, batch %s) in %.1f s",

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from capacity.config import CapacityConfig
 from engine.audio.config import StreamingConfig
 from engine.audio.graphs import WindowGraphs, capture_window_graphs
 from engine.gpu_config import GpuConfig
@@ -69,10 +70,11 @@ class CudaStreamRunner:
 
 
 def runner_for(codec: FrameCodec, config: StreamingConfig, gpu: GpuConfig, device: torch.device,
-               max_num_seqs: int) -> CodecRunner | None:
+               max_num_seqs: int, capacity: CapacityConfig | None = None) -> CodecRunner | None:
     """A side-stream runner on CUDA when `overlap_codec` is set (with `codec_graphs`, replaying the
-    steady window shapes `config` cuts at the padded batch sizes up to min(max_num_seqs, 64)); None
-    (decode in step) otherwise."""
+    steady window shapes `config` and `capacity`'s urgent slack cut at the padded batch sizes up to
+    min(max_num_seqs, 64)); None (decode in step) otherwise. `capacity` None: the defaults; either
+    way its thresholds left unset take the codec's values."""
     # NOTE: not on the CPU: a codec thread beside the forward was measured no faster (16 joe
     # streams in one core process: 41.7 ms steps against 39.7 inline). The 2-core machine's two
     # CPUs share one core's vector units: together a conv and a matmul loop ran only 1.3x faster
@@ -84,5 +86,7 @@ def runner_for(codec: FrameCodec, config: StreamingConfig, gpu: GpuConfig, devic
         # A stream sends a window every few steps, so a step's windows of one length are few; the
         # larger (rare, start-aligned) batches decode eagerly instead of reserving graph memory.
         sizes = [size for size in gpu.graph_batch_sizes(max_num_seqs) if size <= MAX_CODEC_GRAPH_BATCH]
-        graphs = capture_window_graphs(codec, config, sizes, device)
+        hints = codec.window_hints
+        capacity = (capacity or CapacityConfig()).resolve(hints.urgent_slack_seconds, hints.defer_slack_seconds)
+        graphs = capture_window_graphs(codec, config, capacity, sizes, device)
     return CudaStreamRunner(device, graphs)

@@ -6,7 +6,8 @@ from typing import Hashable
 import torch
 from torch import Tensor
 
-from engine.audio.chunking import Playback
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import PendingAudio, StreamChunk, StreamingDecoder
 from engine.audio.runners import CodecRunner, runner_for
@@ -15,10 +16,12 @@ from model.codecs.base import FrameCodec
 
 
 class AudioStage:
-    """With a runner, the audio launched at step N is collected at step N+1, after that step's
-    forward was queued, so the two run side by side; without one, each step decodes and collects
-    its own windows (the CPU path). Either way every stream gets the same chunks in the same order;
-    with a runner they arrive one step later."""
+    """With a runner, the audio launched at step N (`launch_next`, after the step's requests are
+    updated) is collected at step N+1 (`step`), after that step's forward was queued, so the two
+    run side by side; without one, each step decodes and collects its own windows (the CPU path)
+    and `launch_next` does nothing. Either way every stream gets the same chunks in the same
+    order; with a runner they arrive one step later. Streams are sized and ordered by their
+    listeners, which the stage only reads."""
 
     def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None) -> None:
         self.decoder = decoder
@@ -26,19 +29,19 @@ class AudioStage:
         self._pending: PendingAudio | None = None
 
     @classmethod
-    def build(cls, codec: FrameCodec, config: StreamingConfig, gpu: GpuConfig, device: torch.device,
-              max_num_seqs: int) -> AudioStage:
+    def build(cls, codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig, gpu: GpuConfig,
+              device: torch.device, max_num_seqs: int) -> AudioStage:
         """The stage for `codec`, cutting windows as `config` (already resolved against the codec's
         window hints) says, on a side stream of `device` where `gpu` allows it, else in the step,
         incrementally where the codec can and `config` lets it."""
-        runner = runner_for(codec, config, gpu, device, max_num_seqs)
+        runner = runner_for(codec, config, gpu, device, max_num_seqs, capacity)
         # NOTE: incremental decoding moves each stream's decoder state as it decodes; the side
         # stream's launch-now, collect-next-step overlap would need that state double-buffered.
         incremental = codec.incremental if runner is None and config.incremental else None
-        return cls(StreamingDecoder(codec, config, incremental), runner)
+        return cls(StreamingDecoder(codec, config, incremental, capacity), runner)
 
-    def open(self, stream_id: Hashable) -> None:
-        self.decoder.open(stream_id)
+    def open(self, stream_id: Hashable, listener: Listener) -> None:
+        self.decoder.open(stream_id, listener)
 
     def push(self, stream_id: Hashable, frames: Tensor) -> None:
         self.decoder.push(stream_id, frames)
@@ -46,24 +49,25 @@ class AudioStage:
     def finish(self, stream_id: Hashable) -> None:
         self.decoder.finish(stream_id)
 
-    def play_after(self, stream_id: Hashable, moment: float) -> None:
-        """Its listener is busy with other audio until `moment` (StreamingDecoder.play_after)."""
-        self.decoder.play_after(stream_id, moment)
-
     def discard(self, stream_id: Hashable) -> None:
         self.decoder.discard(stream_id)
 
-    def playback(self, stream_id: Hashable) -> Playback | None:
-        """Where the stream's listener stands (None once its audio is all out, or unknown)."""
-        return self.decoder.playback(stream_id)
+    def pending_seconds(self, stream_id: Hashable) -> float:
+        """Audio of the stream whose frames exist but that has not left yet."""
+        return self.decoder.pending_seconds(stream_id)
 
-    def step(self) -> dict[Hashable, StreamChunk]:
-        """The chunks ready now, at most one per stream."""
+    def step(self, now: float) -> dict[Hashable, StreamChunk]:
+        """The chunks ready at `now` (the engine clock's), at most one per stream."""
         if self.runner is None:
-            return self.decoder.decode_ready()
+            return self.decoder.decode_ready(now)
         ready = self.decoder.collect(self._pending) if self._pending is not None else {}
-        self._pending = self.decoder.launch(self.runner)
+        self._pending = None
         return ready
+
+    def launch_next(self, now: float) -> None:
+        """With a runner: starts decoding the windows due at `now`, to be collected next step."""
+        if self.runner is not None:
+            self._pending = self.decoder.launch(self.runner, now=now)
 
     def take_failures(self) -> dict[Hashable, Exception]:
         """Streams whose audio failed to decode since the last call; they are already closed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -43,8 +43,10 @@ class ModelRunner:
         kv_caches: list[torch.Tensor],
         device: torch.device,
         decode_graphs: DecodeGraphs | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.family = family
+        self.clock = clock  # times the forward: the engine's clock, so fake time stays consistent
         self.kv_manager = kv_manager
         self.kv_caches = kv_caches
         self.block_size = kv_manager.block_size
@@ -84,7 +86,7 @@ class ModelRunner:
         ends = itertools.accumulate(c.num_new_tokens for c in chunks)
         last_rows = [end - 1 for end, c in zip(ends, chunks) if c.produces_output]
         emitting = [c for c in chunks if c.produces_output]
-        started = time.perf_counter()
+        started = self.clock()
         graphs = self.decode_graphs
         if graphs is not None and graphs.can_run(meta):
             step_streams = [streams[c.seq.request_id] for c in chunks]
@@ -95,7 +97,7 @@ class ModelRunner:
                 outputs = graphs.emitter.outputs(replayed)
                 return StepResult(
                     outputs={c.seq.request_id: out for c, out in zip(chunks, outputs) if c.produces_output},
-                    forward_seconds=time.perf_counter() - started,
+                    forward_seconds=self.clock() - started,
                 )
             hidden = replayed
         else:
@@ -107,7 +109,7 @@ class ModelRunner:
             # NOTE: this stream only: a device-wide sync would also wait for the codec's side
             # stream and undo the overlap of step N's codec with step N+1's forward.
             torch.cuda.current_stream(hidden.device).synchronize()
-        forward_seconds = time.perf_counter() - started
+        forward_seconds = self.clock() - started
         if head_out is None:
             return StepResult(forward_seconds=forward_seconds)
         outputs = self.family.emit(head_out, [streams[c.seq.request_id] for c in emitting])
@@ -117,11 +119,12 @@ class ModelRunner:
         )
 
 
-def build_model_runner(family: SpeechFamily, config: EngineConfig, device: torch.device) -> ModelRunner:
+def build_model_runner(family: SpeechFamily, config: EngineConfig, device: torch.device,
+                       clock: Callable[[], float] = time.perf_counter) -> ModelRunner:
     """Sizes and allocates the KV cache (profiling a step first on CUDA), then on CUDA fuses the
     backbone's ops when `config.gpu.fused_ops` asks and captures its decode graphs when enabled."""
     kv_manager, kv_caches = build_kv_cache(family, config, device)
     if config.gpu.fused_ops and device.type == "cuda":
         family.backbone.fuse_ops()
     decode_graphs = capture_decode_graphs(family, kv_caches, config, device)
-    return ModelRunner(family, kv_manager, kv_caches, device, decode_graphs)
+    return ModelRunner(family, kv_manager, kv_caches, device, decode_graphs, clock)

@@ -14,7 +14,8 @@ class WindowHints:
     """How this codec's frames are best streamed: the context its windows need (facts of its
     receptive field) and the chunk shape that suits its cost per window. Field for field the
     values the engine's StreamingConfig (engine/audio/config.py, which says what each means)
-    takes when it does not set them; it validates the result. The defaults were tuned for SNAC
+    takes when it does not set them, and the two slack levels CapacityConfig's
+    (capacity/config.py); they validate the result. The defaults were tuned for SNAC
     (the Orpheus codec)."""
 
     first_chunk_frames: int = 1

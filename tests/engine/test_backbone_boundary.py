@@ -44,9 +44,8 @@ def test_the_engine_serves_a_backbone_that_offers_only_the_protocol():
     expected_frames, expected_audio, _ = run(num_blocks=64)
     assert frames.keys() == expected_frames.keys()
     for rid, got in frames.items():
-        # NOTE: not bit for bit: streams step in order of their listeners' wall-clock deadlines,
-        # and a row's place in the batch can move its float sums by an ulp.
-        torch.testing.assert_close(got, expected_frames[rid], atol=1e-5, rtol=1e-5)
+        # Bit for bit: on the StepClock both runs order and batch their streams alike.
+        torch.testing.assert_close(got, expected_frames[rid], atol=0, rtol=0)
     assert audio["reasons"] == expected_audio["reasons"]
 
 

@@ -1,12 +1,17 @@
-"""EngineClient in both modes: the core in a thread and in its own process."""
+"""EngineClient with the core in a thread (its own process: tests/engine/live/test_client_process.py).
+
+The core runs on the wall clock here, on a machine that steps tiny-random far slower than real
+time: tests of the client's plumbing leave admission off (engine_config's `wall_clock_capacity`:
+they are about streams, aborts and errors, whatever the load); admission's own tests run on a
+fake clock (test_admission_core.py).
+"""
 from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
-import wave
+import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -17,7 +22,7 @@ from engine.outputs import EngineLimits
 from model.families.base import VoiceNotFoundError
 from model.sampling import SamplingParams
 
-from .conftest import engine_config
+from .conftest import engine_config, wall_clock_capacity
 
 
 def run(coro):
@@ -31,13 +36,23 @@ async def collect(client: EngineClient, text: str, max_tokens: int, seed: int):
     return chunks
 
 
-@pytest.mark.parametrize("mode", ["inproc", pytest.param("process", marks=pytest.mark.slow)])
-def test_concurrent_requests_stream_in_order_and_finish_once(tiny_model, mode):
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Waits (polling) until `condition()` holds; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the engine"
+        await asyncio.sleep(0.02)
+
+
+def check_concurrent_requests_stream_in_order_and_finish_once(tiny_model: str, mode: str) -> None:
+    """Six requests at once through a client in `mode`: each streams its audio in order and ends
+    once; the stats then say every block is free again."""
     async def main():
         async with EngineClient(engine_config(tiny_model, mode=mode)) as client:
             assert client.is_ready
             results = await asyncio.gather(*(collect(client, f"hello {i}", 42, i) for i in range(6)))
-            await asyncio.sleep(0.6)  # one stats interval
+            # The next stats report (every STATS_INTERVAL_S) counts all of it.
+            await until(lambda: client.stats.tokens_generated >= 6 * 42 and client.stats.kv_blocks_used == 0)
             if client.core_pid is not None:
                 # The core names itself, so ps and py-spy show what it is.
                 cmdline = Path(f"/proc/{client.core_pid}/cmdline").read_bytes()
@@ -57,12 +72,16 @@ def test_concurrent_requests_stream_in_order_and_finish_once(tiny_model, mode):
     assert stats.kv_blocks_used == 0 and stats.tokens_generated >= 6 * 42
 
 
+def test_concurrent_requests_stream_in_order_and_finish_once(tiny_model):
+    check_concurrent_requests_stream_in_order_and_finish_once(tiny_model, "inproc")
+
+
 def test_the_ready_engines_stats_already_say_its_room(tiny_model):
     """The API refuses early on the engine's room report: the first one comes with readiness, not
     a quarter of a second later (the default, no room, refused a speech that came before it)."""
     async def main():
-        async with EngineClient(engine_config(tiny_model, max_queue_delay=1.0)) as client:
-            return client.stats.room_streams, client.stats.taken_at
+        async with EngineClient(engine_config(tiny_model, capacity=wall_clock_capacity(max_queue_delay=1.0))) as client:
+            return client.stats.room.now, client.stats.room.taken_at
 
     room, taken_at = run(main())
     assert room > 0 and taken_at > 0
@@ -74,10 +93,7 @@ def test_leaving_the_stream_early_aborts_and_frees_blocks(tiny_model):
             async for chunk in client.synthesize("long one", "tara", SamplingParams(max_tokens=3000)):
                 if len(chunk.pcm):
                     break
-            for _ in range(50):
-                await asyncio.sleep(0.05)
-                if client.stats.num_running == 0 and client.stats.kv_blocks_used == 0:
-                    return client.stats
+            await until(lambda: client.stats.num_running == 0 and client.stats.kv_blocks_used == 0)
             return client.stats
 
     stats = run(main())
@@ -103,18 +119,3 @@ def test_rejections_reach_the_caller(tiny_model):
             pass
 
     run(main())
-
-
-@pytest.mark.slow
-def test_chorus_say_writes_a_wav(tiny_model, tmp_path, chorus_cache):
-    out = tmp_path / "out.wav"
-    proc = subprocess.run(
-        [sys.executable, "-m", "api.cli", "say", "Hello there.", "-o", str(out), "--model", tiny_model,
-         "--max-tokens", "70", "--seed", "3", "--device", "cpu"],
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, "CHORUS_CACHE": str(chorus_cache)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    with wave.open(str(out)) as wav:
-        assert wav.getframerate() == 24000 and wav.getnchannels() == 1 and wav.getsampwidth() == 2
-        assert wav.getnframes() == 10 * 2048

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from engine.core import EngineCore
+from capacity.config import CapacityConfig
 from model.attention import get_attention_backend
 from model.codecs.base import FrameCodec
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
@@ -16,7 +16,7 @@ from model.llama.config import LlamaArchConfig
 from model.llama.model import LlamaModel
 from model.sampling import SamplingParams
 
-from .conftest import drain, engine_config
+from .conftest import core_on_step_clock, drain, engine_config, started
 
 LATENT = 6
 COND = 4
@@ -113,12 +113,13 @@ def prompt(i: int) -> SpeechPrompt:
 
 
 def run(num_blocks: int, family: SpeechFamily | None = None) -> tuple[dict, dict, int]:
-    core = EngineCore(engine_config("unused", num_blocks=num_blocks, max_num_seqs=8, max_num_batched_tokens=16),
-                      family=family or ToyLatentFamily())
+    config = engine_config("unused", num_blocks=num_blocks, max_num_seqs=8, max_num_batched_tokens=16,
+                           capacity=CapacityConfig())  # production's admission and chunking, on a StepClock
+    core = core_on_step_clock(config, family or ToyLatentFamily())
     streams = {}
     for i in range(6):
         core.add_request(f"s{i}", prompt(i), SamplingParams())
-        streams[f"s{i}"] = core.requests[f"s{i}"].stream
+        streams[f"s{i}"] = started(core, f"s{i}").stream
     chunks = drain(core)
     assert core.kv_manager.num_free_blocks == num_blocks
     audio = {rid: np.concatenate([c.pcm for c in got]) for rid, got in chunks.items()}

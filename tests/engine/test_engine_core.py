@@ -8,7 +8,7 @@ from engine.errors import RequestRejected
 from model.families.base import SpeechPrompt
 from model.sampling import SamplingParams
 
-from .conftest import drain
+from .conftest import drain, started
 
 SAMPLES_PER_FRAME = 2048
 
@@ -24,7 +24,7 @@ def test_32_concurrent_streams_finish_with_audio_matching_their_frames(make_core
         rid = f"r{i}"
         prompt = tiny_frontend.prepare(f"Sentence number {i} " * (1 + i % 5), "tara")
         core.add_request(rid, prompt, params(max_tokens=7 * (2 + i % 6), seed=i))
-        streams[rid] = core.requests[rid].stream
+        streams[rid] = started(core, rid).stream
     chunks = drain(core)
     assert sorted(chunks) == sorted(streams)
     for rid, got in chunks.items():
@@ -86,7 +86,7 @@ def test_exception_inside_one_request_ends_only_that_request(make_core, tiny_fro
         core.add_request(f"r{i}", tiny_frontend.prepare("one two three", "tara"), params(35, i))
     family = core.family
     real_accept = family.accept
-    bad_stream = core.requests["r2"].stream
+    bad_stream = started(core, "r2").stream
 
     def flaky_accept(stream, output):
         if stream is bad_stream and len(stream.token_ids) - stream.prompt_len == 5:
@@ -106,7 +106,7 @@ def test_bad_conditioning_fails_its_request_not_the_batch(make_core, tiny_fronte
     core = make_core()
     for i in range(3):
         core.add_request(f"r{i}", tiny_frontend.prepare("abc", "tara"), params(21, i))
-    bad = core.requests["r1"].stream
+    bad = started(core, "r1").stream
     bad.token_ids[2] = 10**9  # an id outside the vocabulary: the embedding lookup raises
     chunks = drain(core)
     assert chunks["r1"][-1].finish_reason == "error"
@@ -121,7 +121,7 @@ def test_preemption_neither_loses_nor_duplicates_output(make_core, tiny_frontend
         streams = {}
         for i in range(6):
             core.add_request(f"r{i}", tiny_frontend.prepare(f"voice {i}", "zoe"), params(70, 100 + i))
-            streams[f"r{i}"] = core.requests[f"r{i}"].stream
+            streams[f"r{i}"] = started(core, f"r{i}").stream
         chunks = drain(core)
         preemptions = sum(c[-1].metrics.num_preemptions for c in chunks.values())
         audio = {rid: sum(len(c.pcm) for c in got) for rid, got in chunks.items()}
@@ -139,7 +139,7 @@ def test_prefix_cache_hit_gives_same_output_as_cold_run(make_core, tiny_frontend
 
     def run_once(core, rid):
         core.add_request(rid, prompt, SamplingParams(temperature=0.0, max_tokens=28))
-        stream = core.requests[rid].stream
+        stream = started(core, rid).stream
         drain(core)
         return stream.token_ids
 

@@ -17,7 +17,7 @@ import torch
 from memory.config import CacheConfig
 from memory.kv_tensors import KVLayout, kv_cache_dtype
 from model.attention import get_attention_backend
-from tests.model.test_triton_attention import DEVICE, MIXED, Batch
+from tests.model.long.test_triton_attention import DEVICE, MIXED, Batch
 
 FP8 = torch.float8_e4m3fn
 FP8_TOLERANCE = 0.15

@@ -1,9 +1,23 @@
 from __future__ import annotations
 
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
+from capacity.step_cost import StepCostModel
 from memory.block_hash import hash_full_blocks
 from memory.kv_cache_manager import KVCacheManager
 from scheduler import Scheduler, SchedulerConfig, Sequence
-from scheduler.step_cost import StepCostModel
+
+
+def due_at(seq: Sequence, deadline: float) -> None:
+    """Gives `seq` the deadline `deadline` by hand (the engine's request table keeps its listener
+    current): a listener still waiting for its first audio, due then (inf: no listener)."""
+    seq.listener = Listener(first_audio_due=deadline)
+
+
+def runs_dry_at(seq: Sequence, moment: float, received: int = 2) -> None:
+    """Gives `seq` a playing listener that has heard `received` seconds of audio and runs dry at
+    `moment` (in the past: it has run dry)."""
+    seq.listener = Listener(sample_rate=1, first_audio_at=moment - received, samples_received=received)
 
 
 class Simulator:
@@ -11,9 +25,10 @@ class Simulator:
     output count fixed in advance (its `max_output_tokens`) instead of a model deciding when it
     stops."""
 
-    def __init__(self, num_blocks: int, block_size: int = 4, step_cost: StepCostModel | None = None, **config) -> None:
+    def __init__(self, num_blocks: int, block_size: int = 4, step_cost: StepCostModel | None = None,
+                 capacity: CapacityConfig | None = None, **config) -> None:
         self.kv = KVCacheManager(num_blocks, block_size)
-        self.scheduler = Scheduler(SchedulerConfig(**config), self.kv, step_cost)
+        self.scheduler = Scheduler(SchedulerConfig(**config), self.kv, step_cost, capacity)
         self.block_size = block_size
         self.sequences: dict[str, Sequence] = {}
         self.finished: list[str] = []

@@ -7,9 +7,10 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.step_cost import StepCostModel
+from capacity.config import CapacityConfig
+from capacity.step_cost import StepCostModel
 
-from .conftest import Simulator
+from .conftest import Simulator, due_at
 
 request = st.tuples(st.integers(1, 40), st.integers(1, 30), st.integers(0, 3), st.booleans())
 SKIP_SLACK = 1.0
@@ -59,7 +60,7 @@ def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy
         max_num_batched_tokens=budget,
         max_prefill_chunk=chunk,
         policy=policy,
-        skip_slack_seconds=SKIP_SLACK,
+        capacity=CapacityConfig(skip_slack_seconds=SKIP_SLACK),
         step_cost=StepCostModel(prior=(0.01, 0.02, 0.005)),
     )
     shared_prefix = list(range(500, 512))
@@ -82,7 +83,7 @@ def run_workload(requests, num_blocks, max_num_seqs, extra_budget, chunk, policy
         if clock is not None:
             now = float(step)
             for seq in sim.scheduler.running:
-                seq.deadline = clock.choice([math.inf, now - 1.0, now + clock.uniform(0.0, 2.0)])
+                due_at(seq, clock.choice([math.inf, now - 1.0, now + clock.uniform(0.0, 2.0)]))
         decoding = [s for s in sim.scheduler.running if not s.is_prefilling]
         prompt_pending = bool(sim.scheduler.waiting) or len(decoding) < len(sim.scheduler.running)
         out = sim.step(now)

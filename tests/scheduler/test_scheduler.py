@@ -3,9 +3,10 @@ from __future__ import annotations
 import pytest
 
 from scheduler import QueueFullError, SchedulerConfig, SequenceStatus
-from scheduler.step_cost import StepCostModel
+from capacity.config import CapacityConfig
+from capacity.step_cost import StepCostModel
 
-from .conftest import Simulator
+from .conftest import Simulator, due_at, runs_dry_at
 
 
 def chunk_sizes(out) -> dict[str, int]:
@@ -168,12 +169,13 @@ def test_duplicate_id_rejected():
         sim.add("a", prompt_len=2, outputs=1)
 
 
-# ---- deadlines (the engine sets them; here they are set by hand) ----------------------------
+# ---- deadlines (the engine's listeners set them; here they are set by hand) ------------------------
 
 
-def decoding_sim(n: int, **config) -> tuple[Simulator, list]:
+def decoding_sim(n: int, skip_slack_seconds: float | None, **config) -> tuple[Simulator, list]:
     """n streams past their prompts, decoding."""
-    sim = Simulator(num_blocks=256, max_num_seqs=8, max_num_batched_tokens=64, **config)
+    sim = Simulator(num_blocks=256, max_num_seqs=8, max_num_batched_tokens=64,
+                    capacity=CapacityConfig(skip_slack_seconds=skip_slack_seconds), **config)
     seqs = [sim.add(f"s{i}", prompt_len=4, outputs=100) for i in range(n)]
     sim.step()
     return sim, seqs
@@ -181,10 +183,10 @@ def decoding_sim(n: int, **config) -> tuple[Simulator, list]:
 
 def test_decoding_streams_go_earliest_deadline_first():
     sim, (a, b, c) = decoding_sim(3, skip_slack_seconds=None)
-    a.deadline, b.deadline, c.deadline = 5.0, 1.0, 3.0
+    due_at(a, 5.0), due_at(b, 1.0), runs_dry_at(c, 3.0)  # a playing listener's deadline counts the same
     assert [ch.seq.request_id for ch in sim.step(now=0.0).chunks] == ["s1", "s2", "s0"]
     for seq in (a, b, c):
-        seq.deadline = float("inf")
+        due_at(seq, float("inf"))
     assert [ch.seq.request_id for ch in sim.step(now=0.0).chunks] == ["s0", "s1", "s2"]  # ties: admission order
 
 
@@ -201,7 +203,7 @@ def test_a_paused_stream_takes_no_step_even_alone_and_keeps_its_blocks():
 
 def test_a_stream_far_ahead_sits_out_steps_that_carry_a_prompt():
     sim, (ahead, behind, unknown) = decoding_sim(3, skip_slack_seconds=2.0)
-    ahead.deadline, behind.deadline = 10.0 + 2.5, 10.0 + 0.5  # unknown keeps inf: no listener to outrun
+    runs_dry_at(ahead, 10.0 + 2.5), runs_dry_at(behind, 10.0 + 0.5)  # unknown keeps inf: no listener to outrun
     # No prompt in the step: it is no faster for anyone without the stream ahead.
     assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s0", "s1", "s2"]
     sim.add("s3", prompt_len=4, outputs=100)  # a new stream, whose first audio waits on its prompt
@@ -219,7 +221,7 @@ def test_a_stream_far_ahead_sits_out_steps_that_carry_a_prompt():
 def test_prefill_is_sized_by_the_smallest_slack():
     cost = StepCostModel(prior=(0.0, 0.25, 0.125))  # exact in binary
     sim, (a, b) = decoding_sim(2, step_cost=cost, skip_slack_seconds=None)
-    a.deadline, b.deadline = 2.0, 8.0
+    due_at(a, 2.0), due_at(b, 8.0)
     sim.add("prompt", prompt_len=40, outputs=5)
     out = sim.step(now=0.0)
     # Two rows take 0.5 s of the 2 s the closest listener holds: 1.5 s / 0.125 s = 12 tokens.
@@ -230,7 +232,7 @@ def test_prefill_is_sized_by_the_smallest_slack():
 def test_no_prefill_when_the_rows_alone_use_the_slack():
     cost = StepCostModel(prior=(0.0, 0.25, 0.125))
     sim, (a, b) = decoding_sim(2, step_cost=cost, skip_slack_seconds=None)
-    a.deadline, b.deadline = 0.4, 8.0
+    due_at(a, 0.4), due_at(b, 8.0)
     sim.add("prompt", prompt_len=40, outputs=5)
     assert chunk_sizes(sim.step(now=0.0)) == {"s0": 1, "s1": 1}
     assert [s.request_id for s in sim.scheduler.waiting] == ["prompt"]
@@ -239,6 +241,6 @@ def test_no_prefill_when_the_rows_alone_use_the_slack():
 def test_a_stalled_stream_does_not_hold_prompts_back():
     cost = StepCostModel(prior=(0.0, 0.25, 0.125))
     sim, (a, b) = decoding_sim(2, step_cost=cost, skip_slack_seconds=None)
-    a.deadline, b.deadline = -1.0, 8.0  # a's listener already ran dry: only b's slack counts
+    runs_dry_at(a, -1.0), due_at(b, 8.0)  # a's listener already ran dry: only b's slack counts
     sim.add("prompt", prompt_len=100, outputs=5)
     assert chunk_sizes(sim.step(now=0.0))["prompt"] == 60  # (8 - 0.5) / 0.125, within the 62 left

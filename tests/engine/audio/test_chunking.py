@@ -8,22 +8,28 @@ from dataclasses import replace
 
 import pytest
 
-from engine.audio.chunking import ChunkPolicy, listener_slack
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
+from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
 
-FIXED = StreamingConfig(first_chunk_frames=2, chunk_frames=4, urgent_slack_seconds=0, grow_chunks=False,
-                        left_context_frames=3, lookahead_frames=1, first_lookahead_frames=1, crossfade_samples=0,
-                        defer_slack_seconds=math.inf)
+FIXED = StreamingConfig(first_chunk_frames=2, chunk_frames=4, grow_chunks=False, left_context_frames=3,
+                        lookahead_frames=1, first_lookahead_frames=1, crossfade_samples=0)
+FIXED_CAPACITY = CapacityConfig(urgent_slack_seconds=0, defer_slack_seconds=math.inf)
+CAPACITY_FIELDS = ("urgent_slack_seconds", "defer_slack_seconds")
 
 
 def policy(**changes) -> ChunkPolicy:
-    return ChunkPolicy(replace(FIXED, **changes))
+    capacity = {k: changes.pop(k) for k in CAPACITY_FIELDS if k in changes}
+    return ChunkPolicy(replace(FIXED, **changes), replace(FIXED_CAPACITY, **capacity))
 
 
-def test_slack_is_the_emitted_audio_the_listener_has_not_played_yet():
-    assert listener_slack(playback_start=10.0, emitted_seconds=2.0, now=11.5) == 0.5
-    assert listener_slack(playback_start=10.0, emitted_seconds=2.0, now=12.0) == 0.0  # just ran dry
-    assert listener_slack(playback_start=10.0, emitted_seconds=2.0, now=13.0) == -1.0  # stalled for 1 s
+def test_slack_is_the_received_audio_the_listener_has_not_played_yet():
+    listener = Listener(sample_rate=4, first_audio_at=10.0, samples_received=8)  # 2 s of audio
+    assert listener.slack(now=11.5) == 0.5
+    assert listener.slack(now=12.0) == 0.0  # just ran dry
+    assert listener.slack(now=13.0) == -1.0  # stalled for 1 s
+    assert Listener(sample_rate=4).slack(now=11.5) is None  # no audio yet: no slack either
 
 
 def test_the_first_chunk_waits_for_first_chunk_frames_plus_lookahead():
@@ -87,4 +93,6 @@ def test_later_chunk_sizes_are_what_a_keeping_up_stream_sends():
 
 def test_an_unresolved_config_is_refused():
     with pytest.raises(ValueError, match="resolve"):
-        ChunkPolicy(StreamingConfig(chunk_frames=4))
+        ChunkPolicy(StreamingConfig(chunk_frames=4), FIXED_CAPACITY)
+    with pytest.raises(ValueError, match="resolve"):
+        ChunkPolicy(FIXED, CapacityConfig())  # the audio thresholds left to the codec

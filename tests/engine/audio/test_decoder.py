@@ -18,6 +18,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import StreamChunk, StreamingDecoder
 from model.codecs.base import FrameCodec
@@ -26,12 +28,23 @@ SPF = 2048
 EXACT = 1e-5
 
 
+# Fixed chunking: no listener is ever urgent, no window waits for a later launch.
+FIXED_CAPACITY = CapacityConfig(urgent_slack_seconds=0, defer_slack_seconds=math.inf)
+NOW = 0.0  # with fixed chunking, the moment a launch happens at changes nothing
+
+
 def fixed_decoder(codec: FrameCodec, **fields) -> StreamingDecoder:
-    """A decoder with fixed chunking (no wall-clock urgency, no window waiting for a later launch)
-    and the codec's own values for every field not given."""
-    fields.setdefault("urgent_slack_seconds", 0)
-    fields.setdefault("defer_slack_seconds", math.inf)
-    return StreamingDecoder(codec, StreamingConfig(**fields).resolve(codec.window_hints))
+    """A decoder with fixed chunking and the codec's own values for every field not given."""
+    return StreamingDecoder(codec, StreamingConfig(**fields).resolve(codec.window_hints), capacity=FIXED_CAPACITY)
+
+
+def emit(decoder: StreamingDecoder, listeners: dict[str, Listener], now: float, runner=None) -> dict[str, StreamChunk]:
+    """Launches and collects the windows ready at `now`, and tells each stream's listener that its
+    audio left then, as the engine's request table does (the decoder only reads listeners)."""
+    chunks = decoder.collect(decoder.launch(runner, now=now))
+    for sid, chunk in chunks.items():
+        listeners[sid].received(len(chunk.pcm), now)
+    return chunks
 
 
 class CountingCodec(FrameCodec):
@@ -91,7 +104,7 @@ def stream_all(
             elif sent[sid] == len(f):
                 decoder.finish(sid)
                 sent[sid] += 1
-        for sid, chunk in decoder.decode_ready().items():
+        for sid, chunk in decoder.decode_ready(NOW).items():
             chunks[sid].append(chunk)
         turn += 1
     return chunks
@@ -149,7 +162,7 @@ def test_first_chunk_needs_first_chunk_frames_plus_lookahead(codec):
     ready_after: list[tuple[int, tuple[int, int]]] = []
     for i, frame in enumerate(random_frames(9, 4), start=1):
         decoder.push("s", frame[None])
-        ready_after += [(i, (c.frame_start, c.frame_end)) for c in decoder.decode_ready().values()]
+        ready_after += [(i, (c.frame_start, c.frame_end)) for c in decoder.decode_ready(NOW).values()]
     # First audio once 2 + 1 frames exist; then every 3 new frames (+ 1 of lookahead).
     assert ready_after == [(3, (0, 2)), (6, (2, 5)), (9, (5, 8))]
     assert decoder.pending_frames == 1
@@ -159,10 +172,10 @@ def test_burst_emits_every_whole_chunk_at_once(codec):
     decoder = fixed_decoder(codec, chunk_frames=2, lookahead_frames=1)
     decoder.open("s")
     decoder.push("s", random_frames(1 + 1 + 7, 5))
-    chunk = decoder.decode_ready()["s"]
+    chunk = decoder.decode_ready(NOW)["s"]
     assert (chunk.frame_start, chunk.frame_end) == (0, 8)  # first chunk: every ready frame
     decoder.push("s", random_frames(5, 6))
-    chunk = decoder.decode_ready()["s"]
+    chunk = decoder.decode_ready(NOW)["s"]
     assert (chunk.frame_start, chunk.frame_end) == (8, 12)  # two chunks of 2; 1 short + lookahead
 
 
@@ -215,14 +228,14 @@ def test_finish_flushes_the_rest_without_lookahead(codec):
     frames = random_frames(4, 7)
     decoder.open("s")
     decoder.push("s", frames)
-    first = decoder.decode_ready()["s"]
+    first = decoder.decode_ready(NOW)["s"]
     assert (first.frame_start, first.frame_end, first.is_last) == (0, 2, False)
     decoder.finish("s")
     with pytest.raises(ValueError, match="finished"):
         decoder.push("s", frames[:1])
-    last = decoder.decode_ready()["s"]
+    last = decoder.decode_ready(NOW)["s"]
     assert (last.frame_start, last.frame_end, last.is_last) == (2, 4, True)
-    assert decoder.num_streams == 0 and decoder.decode_ready() == {}
+    assert decoder.num_streams == 0 and decoder.decode_ready(NOW) == {}
     np.testing.assert_allclose(
         np.concatenate([first.pcm, last.pcm]), offline(codec, frames), rtol=0, atol=5e-3
     )
@@ -232,9 +245,9 @@ def test_finish_with_nothing_left_gives_an_empty_last_chunk(codec):
     decoder = fixed_decoder(codec, lookahead_frames=0, crossfade_samples=0)
     decoder.open("s")
     decoder.push("s", random_frames(2, 8))
-    assert decoder.decode_ready()["s"].frame_end == 2
+    assert decoder.decode_ready(NOW)["s"].frame_end == 2
     decoder.finish("s")
-    last = decoder.decode_ready()["s"]
+    last = decoder.decode_ready(NOW)["s"]
     assert last.is_last and last.pcm.size == 0 and (last.frame_start, last.frame_end) == (2, 2)
     assert decoder.num_streams == 0
 
@@ -243,9 +256,9 @@ def test_empty_stream_ends_with_one_empty_chunk(codec):
     counting = CountingCodec(codec)
     decoder = fixed_decoder(counting)
     decoder.open("s")
-    assert decoder.decode_ready() == {}
+    assert decoder.decode_ready(NOW) == {}
     decoder.finish("s")
-    chunk = decoder.decode_ready()["s"]
+    chunk = decoder.decode_ready(NOW)["s"]
     assert chunk.is_last and chunk.pcm.size == 0 and chunk.pcm.dtype == np.float32
     assert (chunk.frame_start, chunk.frame_end) == (0, 0) and counting.calls == []
     assert decoder.num_streams == 0
@@ -261,7 +274,7 @@ def test_discard_forgets_a_stream(codec):
     decoder.discard("gone")
     decoder.discard("never-opened")
     assert decoder.num_streams == 1 and decoder.pending_frames == 3
-    assert list(decoder.decode_ready()) == ["kept"]
+    assert list(decoder.decode_ready(NOW)) == ["kept"]
     with pytest.raises(KeyError):
         decoder.push("gone", random_frames(1, 11))
     decoder.open("gone")  # the id is free again
@@ -286,20 +299,21 @@ def test_misuse_is_refused(codec):
 def test_a_stream_about_to_run_dry_gets_one_frame_chunks(codec):
     """Chunks wait for chunk_frames while the listener has audio to spare; when the emitted audio
     would run out within urgent_slack_seconds, each ready frame leaves at once."""
-    config = StreamingConfig(first_chunk_frames=1, chunk_frames=4, lookahead_frames=1, urgent_slack_seconds=0.05)
-    decoder = StreamingDecoder(codec, config.resolve(codec.window_hints))
+    config = StreamingConfig(first_chunk_frames=1, chunk_frames=4, lookahead_frames=1)
+    decoder = StreamingDecoder(codec, config.resolve(codec.window_hints), capacity=CapacityConfig(urgent_slack_seconds=0.05))
     frame_s = SPF / codec.sample_rate  # 85 ms
-    decoder.open("s")
+    listeners = {"s": Listener(codec.sample_rate)}
+    decoder.open("s", listeners["s"])
     decoder.push("s", random_frames(2, seed=3))
-    first = decoder.collect(decoder.launch(now=0.0), 0.0)["s"]
+    first = emit(decoder, listeners, 0.0)["s"]
     assert (first.frame_start, first.frame_end) == (0, 1)  # playback of 1 frame starts at t=0
     decoder.push("s", random_frames(3, seed=4))  # 3 frames ready (+1 lookahead), fewer than 4
-    assert decoder.collect(decoder.launch(now=0.0), 0.0) == {}  # 85 ms of slack: wait for 4
-    chunk = decoder.collect(decoder.launch(now=frame_s - 0.04), frame_s - 0.04)["s"]  # 40 ms left: go now
+    assert emit(decoder, listeners, 0.0) == {}  # 85 ms of slack: wait for 4
+    chunk = emit(decoder, listeners, frame_s - 0.04)["s"]  # 40 ms left: go now
     assert (chunk.frame_start, chunk.frame_end) == (1, 4)
     # A listener that has already run dry is stalled anyway: back to efficient 4-frame chunks.
     decoder.push("s", random_frames(3, seed=5))
-    assert decoder.collect(decoder.launch(now=10.0), 10.0) == {}
+    assert emit(decoder, listeners, 10.0) == {}
 
 
 def test_growing_chunks_double_up_to_chunk_frames(codec):
@@ -308,7 +322,7 @@ def test_growing_chunks_double_up_to_chunk_frames(codec):
     spans = []
     for seed in range(40):
         decoder.push("s", random_frames(1, seed=seed))
-        for chunk in decoder.decode_ready().values():
+        for chunk in decoder.decode_ready(NOW).values():
             spans.append((chunk.frame_start, chunk.frame_end))
     # 40 frames with 1 of lookahead: the next chunk (8 more) would need 41.
     assert spans == [(0, 2), (2, 4), (4, 8), (8, 16), (16, 24), (24, 32)]

@@ -9,15 +9,22 @@ import pytest
 import torch
 from torch import Tensor
 
+from capacity.config import CapacityConfig
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import StreamingDecoder
 from engine.audio.graphs import WindowGraphs, steady_window_lengths
 from model.codecs.base import FrameCodec, WindowHints
 from model.families.joe.codec import JoeFrameCodec
 
-CONFIG = StreamingConfig(urgent_slack_seconds=0, first_chunk_frames=1, chunk_frames=4, grow_chunks=False,
-                         left_context_frames=3, lookahead_frames=2, first_lookahead_frames=2, crossfade_samples=0,
-                         defer_slack_seconds=math.inf)
+CONFIG = StreamingConfig(first_chunk_frames=1, chunk_frames=4, grow_chunks=False, left_context_frames=3,
+                         lookahead_frames=2, first_lookahead_frames=2, crossfade_samples=0)
+CAPACITY = CapacityConfig(urgent_slack_seconds=0, defer_slack_seconds=math.inf)
+
+
+def own(hints: WindowHints) -> tuple[StreamingConfig, CapacityConfig]:
+    """The configs a codec with `hints` streams with when nothing is set."""
+    return StreamingConfig().resolve(hints), CapacityConfig().resolve(hints.urgent_slack_seconds,
+                                                                      hints.defer_slack_seconds)
 
 
 def frames(batch: int, n: int, seed: int) -> Tensor:
@@ -25,11 +32,11 @@ def frames(batch: int, n: int, seed: int) -> Tensor:
 
 
 def test_steady_lengths_cover_the_first_and_the_full_context_chunks():
-    assert steady_window_lengths(CONFIG) == [1 + 2, 3 + 4 + 2]
+    assert steady_window_lengths(CONFIG, CAPACITY) == [1 + 2, 3 + 4 + 2]
     # SNAC's own: urgent single frames too.
-    assert steady_window_lengths(StreamingConfig().resolve(WindowHints())) == [3, 3 + 1 + 2, 3 + 4 + 2]
+    assert steady_window_lengths(*own(WindowHints())) == [3, 3 + 1 + 2, 3 + 4 + 2]
     # joe: 8, 8, 16, 32, 64, 128-frame chunks with 10 frames of context each side (8 after the first).
-    assert steady_window_lengths(StreamingConfig().resolve(JoeFrameCodec.window_hints)) == [16, 28, 36, 52, 84, 148]
+    assert steady_window_lengths(*own(JoeFrameCodec.window_hints)) == [16, 28, 36, 52, 84, 148]
 
 
 @pytest.mark.parametrize("batch", [1, 3, 4])
@@ -66,11 +73,11 @@ class GraphRunner:
 
 def test_streams_get_the_same_audio_through_window_graphs(codec):
     lengths = {"a": 23, "b": 17, "c": 30}
-    runner = GraphRunner(WindowGraphs(codec, [1, 2, 4], steady_window_lengths(CONFIG), torch.device("cpu"),
+    runner = GraphRunner(WindowGraphs(codec, [1, 2, 4], steady_window_lengths(CONFIG, CAPACITY), torch.device("cpu"),
                                       eager_replay=True))
     results = []
     for use_graphs in (False, True):
-        decoder = StreamingDecoder(codec, CONFIG)
+        decoder = StreamingDecoder(codec, CONFIG, capacity=CAPACITY)
         audio = {sid: [] for sid in lengths}
         for sid in lengths:
             decoder.open(sid)
@@ -80,7 +87,8 @@ def test_streams_get_the_same_audio_through_window_graphs(codec):
                     decoder.push(sid, frames(1, 1, seed=100 * index + step)[0])
                 elif step == n:
                     decoder.finish(sid)
-            for sid, chunk in decoder.collect(decoder.launch(runner if use_graphs else None)).items():
+            # Fixed chunking: the moment of the launch changes nothing.
+            for sid, chunk in decoder.collect(decoder.launch(runner if use_graphs else None, now=0.0)).items():
                 audio[sid].append(chunk.pcm)
         results.append({sid: np.concatenate(a) for sid, a in audio.items()})
     plain, graphed = results

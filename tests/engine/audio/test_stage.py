@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch import Tensor
 
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import StreamingDecoder
 from engine.audio.runners import CudaStreamRunner, runner_for
@@ -61,13 +63,21 @@ class LateRunner(HostRunner):
         return audio().float().cpu().numpy()
 
 
+def tick(stage: AudioStage, now: float = 0.0) -> dict:
+    """One engine step's audio: the chunks ready (with a runner: those launched a step ago), then
+    the next launch. Fixed chunking: the moment changes nothing."""
+    ready = stage.step(now)
+    stage.launch_next(now)
+    return ready
+
+
 def run_rounds(stage: AudioStage, lengths: dict[str, int], rounds: int) -> dict[str, list]:
     """Pushes one frame per round to every stream until its length, finishes it, then steps
     until every stream's last chunk is out; returns (round, frame_start, frame_end, pcm) per stream."""
     generator = torch.Generator().manual_seed(0)
     frames = {sid: torch.randn(n, 2, generator=generator) for sid, n in lengths.items()}
     for sid in lengths:
-        stage.open(sid)
+        stage.open(sid, Listener(stage.decoder.codec.sample_rate))
     got: dict[str, list] = {sid: [] for sid in lengths}
     for step in range(rounds):
         for sid, n in lengths.items():
@@ -75,7 +85,7 @@ def run_rounds(stage: AudioStage, lengths: dict[str, int], rounds: int) -> dict[
                 stage.push(sid, frames[sid][step : step + 1])
             elif step == n:
                 stage.finish(sid)
-        for sid, chunk in stage.step().items():
+        for sid, chunk in tick(stage).items():
             got[sid].append((step, chunk.frame_start, chunk.frame_end, chunk.pcm, chunk.is_last))
     return got
 
@@ -83,13 +93,12 @@ def run_rounds(stage: AudioStage, lengths: dict[str, int], rounds: int) -> dict[
 LENGTHS = {"a": 3, "b": 11, "c": 17, "d": 1}
 # Fixed chunking (no wall-clock urgency), so the direct and deferred runs cut the same windows.
 CONFIG = StreamingConfig(first_chunk_frames=1, chunk_frames=3, left_context_frames=2,
-                         lookahead_frames=1, first_lookahead_frames=1, crossfade_samples=4, urgent_slack_seconds=0,
-                         grow_chunks=False,
-                         defer_slack_seconds=math.inf)
+                         lookahead_frames=1, first_lookahead_frames=1, crossfade_samples=4, grow_chunks=False)
+CAPACITY = CapacityConfig(urgent_slack_seconds=0, defer_slack_seconds=math.inf)
 
 
 def stage(codec: FrameCodec, runner) -> AudioStage:
-    return AudioStage(StreamingDecoder(codec, CONFIG), runner)
+    return AudioStage(StreamingDecoder(codec, CONFIG, capacity=CAPACITY), runner)
 
 
 def test_deferred_audio_is_the_same_chunks_one_step_later():
@@ -109,15 +118,15 @@ def test_deferred_audio_is_the_same_chunks_one_step_later():
 
 def test_stream_reopened_while_its_audio_is_in_flight_gets_none_of_it():
     audio = stage(NeighbourCodec(), HostRunner())
-    audio.open("s")
+    audio.open("s", Listener(NeighbourCodec.sample_rate))
     audio.push("s", torch.ones(2, 2))
-    assert audio.step() == {}  # the first window is launched, not yet collected
+    assert tick(audio) == {}  # the first window is launched, not yet collected
     audio.discard("s")
-    audio.open("s")
-    assert audio.step() == {}
+    audio.open("s", Listener(NeighbourCodec.sample_rate))
+    assert tick(audio) == {}
     audio.push("s", torch.full((2, 2), 3.0))
-    audio.step()
-    chunk = audio.step()["s"]
+    tick(audio)
+    chunk = tick(audio)["s"]
     assert (chunk.frame_start, chunk.frame_end) == (0, 1)
     np.testing.assert_allclose(chunk.pcm[:4], 6.0)
 
@@ -135,9 +144,9 @@ class PickyCodec(NeighbourCodec):
 def test_a_window_that_fails_to_decode_closes_only_its_stream(runner):
     audio = stage(PickyCodec(), runner)
     for sid, value in (("good", 1.0), ("bad", 1000.0)):
-        audio.open(sid)
+        audio.open(sid, Listener(PickyCodec.sample_rate))
         audio.push(sid, torch.full((2, 2), value))
-    ready = {**audio.step(), **audio.step()}
+    ready = {**tick(audio), **tick(audio)}
     assert list(ready) == ["good"] and (ready["good"].frame_start, ready["good"].frame_end) == (0, 1)
     failures = audio.take_failures()
     assert list(failures) == ["bad"] and isinstance(failures["bad"], ValueError)
@@ -168,7 +177,7 @@ def test_engine_with_deferred_codec_emits_the_same_audio(make_core, tiny_fronten
     def run(deferred: bool, abort: str | None = None) -> dict[str, list]:
         core = make_core(num_blocks=64, max_num_seqs=4)
         if deferred:
-            core.audio = AudioStage(core.audio.decoder, HostRunner())
+            core.audio.runner = HostRunner()  # the CUDA path's deferral, on the CPU
         for i in range(3):
             params = SamplingParams(temperature=0.8, top_p=0.95, seed=i, max_tokens=7 * (2 + i))
             core.add_request(f"r{i}", tiny_frontend.prepare(f"voice {i}", "tara"), params)

@@ -15,6 +15,7 @@ from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
+from capacity.config import CapacityConfig
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import StreamingDecoder
 from model.codecs.base import FrameCodec
@@ -88,7 +89,9 @@ def test_batched_streaming_equals_whole_decode(name, latents):
             return codec.decode(frames)
 
     counting = Counting()
-    decoder = StreamingDecoder(counting, StreamingConfig().resolve(codec.window_hints))
+    hints = codec.window_hints  # joe's, not the counting wrapper's (FrameCodec's defaults)
+    capacity = CapacityConfig().resolve(hints.urgent_slack_seconds, hints.defer_slack_seconds)
+    decoder = StreamingDecoder(counting, StreamingConfig().resolve(hints), capacity=capacity)
     pieces = stream_through(decoder, latents, 5)
     assert max(counting.batches) == 2  # equal-length windows of both streams in one call
     # The first chunk looks 8 frames ahead, not 10: off by at most ~2e-3 at its end.

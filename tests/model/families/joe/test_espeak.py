@@ -10,7 +10,7 @@ require_voice_packages()
 from piper.config import PiperConfig  # noqa: E402
 from piper.phonemize_espeak import EspeakPhonemizer  # noqa: E402
 
-from benchmarks.data import eval_sentences, paragraphs  # noqa: E402
+from evaluation import eval_sentences, paragraphs  # noqa: E402
 from model.families.joe.espeak import ESPEAK_LOCK, Espeak  # noqa: E402
 from model.families.joe.teacher import voice_config  # noqa: E402
 

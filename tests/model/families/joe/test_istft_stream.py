@@ -14,6 +14,8 @@ from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import StreamingDecoder, lag_frames
 from engine.audio.stage import AudioStage
@@ -84,8 +86,8 @@ class Feeds:
 def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(latents, fields):
     codec = load_joe_codec(codec="istft")
     feeds = Feeds(codec.incremental)
-    config = StreamingConfig(urgent_slack_seconds=0, **fields).resolve(codec.window_hints)
-    decoder = StreamingDecoder(codec, config, feeds)
+    config = StreamingConfig(**fields).resolve(codec.window_hints)
+    decoder = StreamingDecoder(codec, config, feeds, capacity=CapacityConfig(urgent_slack_seconds=0))
     pieces = stream_through(decoder, latents, 8)  # the student's 8 frames a step
     assert not decoder.take_failures()
     flush = lag_frames(feeds, codec)
@@ -107,30 +109,37 @@ def test_a_stream_whose_decode_fails_ends_alone(latents):
                 raise ValueError("bad frames")
             return codec.incremental.decode(frames, states, frames_before, totals)
 
-    decoder = StreamingDecoder(codec, StreamingConfig(urgent_slack_seconds=0).resolve(codec.window_hints), FailsOnMarker())
+    decoder = StreamingDecoder(codec, StreamingConfig().resolve(codec.window_hints), FailsOnMarker(),
+                               capacity=CapacityConfig(urgent_slack_seconds=0))
     good, bad = latents[0][:40], latents[0][:40].clone()
     bad[30, 0] = marker  # past the first chunk: only the incremental decoder sees it
-    decoder.open("good"), decoder.open("bad")
+    listeners = {"good": Listener(codec.sample_rate), "bad": Listener(codec.sample_rate)}
+    decoder.open("good", listeners["good"]), decoder.open("bad", listeners["bad"])
     emitted, failed = {"good": 0, "bad": 0}, set()
+
+    def emit(now: float) -> None:  # as the engine's request table: the listeners hear what left
+        for stream_id, chunk in decoder.decode_ready(now).items():
+            emitted[stream_id] += len(chunk.pcm)
+            listeners[stream_id].received(len(chunk.pcm), now)
+
     for step in range(0, 40, 8):
         decoder.push("good", good[step : step + 8])
         if "bad" not in failed:  # the engine ends a failed request: nothing more is pushed
             decoder.push("bad", bad[step : step + 8])
-        for stream_id, chunk in decoder.decode_ready().items():
-            emitted[stream_id] += len(chunk.pcm)
+        emit(now=0.05 * step)  # about real time: the listeners hold little, so each step feeds
         failed |= set(decoder.take_failures())
     assert failed == {"bad"}
     decoder.finish("good")
-    for stream_id, chunk in decoder.decode_ready().items():
-        emitted[stream_id] += len(chunk.pcm)
+    emit(now=2.0)
     assert emitted["good"] == 40 * codec.samples_per_frame and decoder.num_streams == 0
 
 
 def test_the_cpu_audio_stage_decodes_incrementally_unless_told_not_to():
     codec = load_joe_codec(codec="istft")
     cpu = torch.device("cpu")
-    on = AudioStage.build(codec, StreamingConfig().resolve(codec.window_hints), GpuConfig(), cpu, 8)
-    off = AudioStage.build(codec, StreamingConfig(incremental=False).resolve(codec.window_hints), GpuConfig(), cpu, 8)
+    on = AudioStage.build(codec, StreamingConfig().resolve(codec.window_hints), CapacityConfig(), GpuConfig(), cpu, 8)
+    off = AudioStage.build(codec, StreamingConfig(incremental=False).resolve(codec.window_hints), CapacityConfig(),
+                           GpuConfig(), cpu, 8)
     assert on.decoder.incremental is codec.incremental and off.decoder.incremental is None
     # Later chunks wait for the decoder's lag (10.6 frames), the first one keeps its 8.
     assert on.decoder.config.lookahead_frames == 11 and on.decoder.config.first_lookahead_frames == 8
@@ -158,13 +167,17 @@ def test_a_listener_low_on_audio_gets_all_final_audio_each_step_and_one_far_ahea
     feeds = Pieces(codec.incremental)
     decoder = StreamingDecoder(codec, StreamingConfig().resolve(codec.window_hints), feeds)
     z = latents[0]
-    decoder.open("s")
+    listener = Listener(codec.sample_rate)
+    decoder.open("s", listener)
 
     def step(frames: int, now: float):
         decoder.push("s", z[:0] if not frames else z[step.received : step.received + frames])
         step.received += frames
-        chunk = decoder.collect(decoder.launch(now=now), now).get("s")
-        return None if chunk is None else (chunk.frame_start, chunk.frame_end)
+        chunk = decoder.collect(decoder.launch(now=now)).get("s")
+        if chunk is None:
+            return None
+        listener.received(len(chunk.pcm), now)  # as the engine's request table does
+        return chunk.frame_start, chunk.frame_end
 
     step.received = 0
     assert step(8, 0.0) is None

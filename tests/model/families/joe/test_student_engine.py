@@ -13,7 +13,7 @@ from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
-from engine.core import EngineCore
+from capacity.config import CapacityConfig
 from engine.errors import RequestRejected
 from model.sampling import SamplingParams
 from model.families.base import SpeechPrompt
@@ -22,7 +22,7 @@ from model.families.joe.codec import load_joe_codec
 from training.joe.dense import StudentBatch, forward_steps
 from model.families.joe.family import STEP_SLOT_ID, JoeFamily
 from model.families.joe.student import JoeStudent, StudentConfig
-from tests.engine.conftest import drain, engine_config
+from tests.engine.conftest import core_on_step_clock, drain, engine_config, started
 
 CONFIG = StudentConfig(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
                        prenet_size=64, frames_per_step=3)
@@ -53,11 +53,13 @@ def prompt(i: int) -> SpeechPrompt:
 
 def serve(student, codec, num_blocks: int, prompts: list[SpeechPrompt]) -> tuple[dict, dict, int]:
     family = JoeFamily(student, codec, max_model_len=1024)
-    core = EngineCore(engine_config("unused", num_blocks=num_blocks, max_num_seqs=8, max_num_batched_tokens=24),
-                      family=family)
+    # Production's admission and chunking, on a StepClock (deterministic, and every prompt starts).
+    config = engine_config("unused", num_blocks=num_blocks, max_num_seqs=8, max_num_batched_tokens=24,
+                           capacity=CapacityConfig())
+    core = core_on_step_clock(config, family)
     for i, p in enumerate(prompts):
         core.add_request(f"s{i}", p, SamplingParams(temperature=0.0))
-    streams = {rid: core.requests[rid].stream for rid in core.requests}
+    streams = {f"s{i}": started(core, f"s{i}").stream for i in range(len(prompts))}
     chunks = drain(core)
     assert core.kv_manager.num_free_blocks == num_blocks
     outputs = {rid: torch.stack(s.outputs) for rid, s in streams.items()}
@@ -114,7 +116,8 @@ def test_preemption_changes_nothing(student, codec):
 
 
 def test_a_prompt_without_prior_is_refused_and_others_go_on(student, codec):
-    core = EngineCore(engine_config("unused", num_blocks=64), family=JoeFamily(student, codec, max_model_len=1024))
+    core = core_on_step_clock(engine_config("unused", num_blocks=64, capacity=CapacityConfig()),
+                              JoeFamily(student, codec, max_model_len=1024))
     core.add_request("good", prompt(1), SamplingParams())
     with pytest.raises(RequestRejected, match="prior") as refused:
         core.add_request("bad", SpeechPrompt(token_ids=[5, STEP_SLOT_ID]), SamplingParams())

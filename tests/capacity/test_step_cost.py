@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.step_cost import PRIOR_COEFFICIENTS, StepCostModel
+from capacity.step_cost import PRIOR_COEFFICIENTS, StepCostModel
 
 
 def observe_mix(model: StepCostModel, a: float, b: float, c: float, repeats: int) -> None:

@@ -2,36 +2,49 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pytest
 
-from engine.admission import Admission, deadline_of
-from engine.audio.chunking import Playback
-from engine.errors import RequestRejected
-from engine.request import Request
-from model.families.base import SpeechPrompt, StreamState
-from model.sampling import SamplingParams
-from scheduler.config import SchedulerConfig
-from scheduler.deadlines import StreamOutlook, Timeline, all_keep_slack
-from scheduler.sequence import Sequence
-from scheduler.step_cost import StepCostModel
+from capacity.admission import Admission, Candidate, Overloaded
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
+from capacity.projection import StreamOutlook, Timeline, all_keep_slack
+from capacity.step_cost import StepCostModel
 
 STEP_AUDIO = 0.1  # seconds of audio per step and stream
 FIRST_AUDIO_OUTPUTS = 3
 ROW_SECONDS = 0.03  # a step costs 0.03 s per stream: three streams keep up, four do not
+SAMPLE_RATE = 1000
 
 
-def make_request(rid: str, now: float = 0.0, outputs: int = 50, prompt_tokens: int = 10, delay: float = 1.0) -> Request:
-    seq = Sequence(rid, num_prompt_tokens=prompt_tokens, max_output_tokens=outputs)
-    stream = StreamState(SpeechPrompt(token_ids=[1] * prompt_tokens), SamplingParams(max_tokens=outputs))
-    return Request(rid, seq, stream, arrival=now, first_audio_deadline=now + delay)
+@dataclass(eq=False)
+class Req:
+    """A request as admission sees it (`Candidate`): counts and a listener, nothing else."""
+
+    request_id: str
+    arrival: float
+    prompt_tokens: int
+    max_outputs: int
+    listener: Listener
+    outputs_after: int = 0
+    outputs: int = 0
+    computed_tokens: int = 0
+
+    @property
+    def uncomputed_prompt_tokens(self) -> int:
+        return max(0, self.prompt_tokens - self.computed_tokens)
+
+
+def make_request(rid: str, now: float = 0.0, outputs: int = 50, prompt_tokens: int = 10, delay: float = 1.0) -> Candidate:
+    return Req(rid, now, prompt_tokens, outputs, Listener(SAMPLE_RATE, first_audio_due=now + delay))
 
 
 def make_admission(max_num_seqs: int = 8, max_queue_delay: float | None = 1.0,
                    cost: tuple[float, float, float] = (0.0, ROW_SECONDS, 0.0)) -> Admission:
-    config = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=64, max_queue_delay=max_queue_delay)
     # Never observed, so the prior is the cost: a constructed machine.
-    return Admission(config, StepCostModel(prior=cost), STEP_AUDIO, FIRST_AUDIO_OUTPUTS)
+    return Admission(CapacityConfig(max_queue_delay=max_queue_delay), max_num_seqs, StepCostModel(prior=cost),
+                     STEP_AUDIO, FIRST_AUDIO_OUTPUTS)
 
 
 def playing(n: int, ahead: float, remaining: int) -> list[StreamOutlook]:
@@ -55,9 +68,9 @@ def test_waits_when_room_comes_before_its_deadline():
 def test_refused_at_once_when_room_comes_too_late_with_the_projected_drain_time(remaining):
     admission = make_admission()
     committed = playing(4, 0.2, remaining)
-    with pytest.raises(RequestRejected) as info:
+    with pytest.raises(Overloaded) as info:
         admission.offer(make_request("new"), committed, now=0.0, continuation=False)
-    assert info.value.code == "overloaded"
+    assert isinstance(info.value, Overloaded)
     # Room comes once the four streams have ended: not a constant, the projection's own time.
     drained = Timeline([remaining] * 4, admission.step_cost.predict, STEP_AUDIO).elapsed(remaining)
     assert info.value.retry_after == pytest.approx(drained)
@@ -69,7 +82,7 @@ def test_retry_after_counts_only_the_streams_that_must_end():
     # Three of four end after 10 steps, one runs on (with audio to spare past them): one stream
     # must end to make room.
     committed = playing(3, 0.2, 10) + playing(1, 0.5, 400)
-    with pytest.raises(RequestRejected) as info:
+    with pytest.raises(Overloaded) as info:
         admission.offer(make_request("new", delay=0.5), committed, now=0.0, continuation=False)
     assert info.value.retry_after == pytest.approx(10 * 4 * ROW_SECONDS)
 
@@ -89,7 +102,7 @@ def test_queued_request_is_refused_once_it_could_no_longer_start_in_time():
     assert not started and not refused  # 0.5 + 3 steps of 5 streams (0.45 s) is still in time
     started, refused = admission.poll(playing(4, 0.2, 5), now=0.6)
     assert not started and [r.request_id for r, _ in refused] == ["new"]
-    assert refused[0][1].code == "overloaded" and refused[0][1].retry_after > 0
+    assert isinstance(refused[0][1], Overloaded) and refused[0][1].retry_after > 0
     assert not admission.queue and admission.counts.refused == 1
 
 
@@ -131,25 +144,27 @@ def test_a_withdrawn_request_leaves_the_queue():
 
 
 def test_capacity_is_the_streams_that_keep_up():
-    assert make_admission().capacity() == 3
-    assert make_admission(max_num_seqs=2).capacity() == 2
+    assert make_admission().realtime_capacity() == 3
+    assert make_admission(max_num_seqs=2).realtime_capacity() == 2
 
 
-def test_outlook_and_deadline_read_the_audio_stage_playback():
+def test_outlook_and_deadline_read_the_listener():
     admission = make_admission(cost=(0.0, ROW_SECONDS, 0.01))
     request = make_request("r", now=10.0, outputs=50, prompt_tokens=10)
-    request.seq.num_output_tokens, request.seq.num_computed_tokens = 20, 6  # 4 prompt tokens to go
-    before = admission.outlook(request, Playback(None, 0.0, 0.0), now=10.2)
+    request.outputs, request.computed_tokens = 20, 6  # 4 prompt tokens to go
+    before = admission.outlook(request, 0.0, now=10.2)
     assert before == StreamOutlook(pytest.approx(0.8), 30, first_audio_steps=1, prefill_seconds=pytest.approx(0.04),
                                    generated_steps=20)
-    assert deadline_of(request, None) == 11.0
-    request.seq.num_computed_tokens = 29
-    playback = Playback(start=10.5, emitted_seconds=1.0, pending_seconds=0.3)
-    assert admission.outlook(request, playback, now=11.0) == StreamOutlook(pytest.approx(0.8), 30)
-    assert deadline_of(request, playback) == 11.5
+    assert request.listener.deadline == 11.0
+    request.computed_tokens = 29
+    # Its first audio left at 10.5; a second of audio is out, 0.3 s more exists but has not left.
+    request.listener.received(SAMPLE_RATE, now=10.5)
+    assert admission.outlook(request, 0.3, now=11.0) == StreamOutlook(pytest.approx(0.8), 30)
+    assert request.listener.deadline == 11.5
     # A listener that ran dry plays on from the next audio; a first audio already late only has to come.
-    assert admission.outlook(request, playback, now=20.0).ahead == pytest.approx(0.3)
-    assert admission.outlook(request, None, now=12.0).ahead == math.inf
+    assert admission.outlook(request, 0.3, now=20.0).ahead == pytest.approx(0.3)
+    late = make_request("late", now=10.0)
+    assert admission.outlook(late, 0.0, now=12.0).ahead == math.inf
 
 
 def test_a_stream_must_keep_a_slow_steps_audio_in_hand():
@@ -159,7 +174,7 @@ def test_a_stream_must_keep_a_slow_steps_audio_in_hand():
     # With a newcomer each step takes 0.06 s and brings 0.1 s: this one's slack never falls
     # below 0.01 + 0.04, which is positive but under a step.
     thin = [StreamOutlook(0.01, 100)]
-    with pytest.raises(RequestRejected):  # and it runs for 3 s, past the newcomer's deadline
+    with pytest.raises(Overloaded):  # and it runs for 3 s, past the newcomer's deadline
         admission.offer(make_request("new"), thin, now=0.0, continuation=False)
     admission = make_admission()
     assert admission.offer(make_request("new"), [StreamOutlook(0.2, 100)], now=0.0, continuation=False)
@@ -177,7 +192,7 @@ def test_scattered_steps_are_planned_at_their_mean_plus_one_overrun_not_each_at_
     assert not all_keep_slack(committed + [newcomer], admission.step_cost.predict_tail, STEP_AUDIO)
     assert admission.offer(make_request("new"), committed, now=0.0, continuation=False)
     # Past what keeps up on average, the overrun changes nothing: four streams are refused.
-    with pytest.raises(RequestRejected):
+    with pytest.raises(Overloaded):
         admission.offer(make_request("fourth"), playing(3, 1.0, 100), now=0.0, continuation=False)
 
 
@@ -189,7 +204,7 @@ def test_the_rest_of_a_speech_counts_against_room():
     assert make_admission().offer(short, committed, now=0.0, continuation=False)
     long_speech = make_request("long", outputs=5)
     long_speech.outputs_after = 400
-    with pytest.raises(RequestRejected):
+    with pytest.raises(Overloaded):
         make_admission().offer(long_speech, committed, now=0.0, continuation=False)
 
 
@@ -221,7 +236,7 @@ def test_room_in_time_counts_the_typical_requests_that_would_wait_rather_than_be
     assert room >= 1
     for i in range(room):
         assert not admission.offer(make_request(f"r{i}", outputs=50), ending, now=0.0, continuation=False)
-    with pytest.raises(RequestRejected):
+    with pytest.raises(Overloaded):
         admission.offer(make_request("one more", outputs=50), ending, now=0.0, continuation=False)
 
 

@@ -6,7 +6,7 @@ over k more steps a stream's slack changes by
     gain(k) = k · step_audio - (seconds the next k steps take)
 
 The same for every stream. The seconds are the predicted steps' plus their `Overrun`, how far
-k steps in a row may run over their prediction at their usual worst (scheduler/overrun.py:
+k steps in a row may run over their prediction at their usual worst (capacity/overrun.py:
 concave in k, and charged once, not step by step). Steps get cheaper as streams finish, so
 gain is convex in k (it falls while steps are slower than real time, then rises) and a stream's
 lowest slack on its way to its end is at the lowest point of gain within its remaining steps.
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from scheduler.overrun import NO_OVERRUN, Overrun
+from capacity.overrun import NO_OVERRUN, Overrun
 
 StepSeconds = Callable[[int], float]  # decode rows → seconds of one step
 

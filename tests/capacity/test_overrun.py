@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.overrun import HORIZONS, NO_OVERRUN, Overrun, measured_overrun
+from capacity.overrun import HORIZONS, NO_OVERRUN, Overrun, measured_overrun
 
 
 def scattered(n: int, seed: int = 0) -> list[float]:

@@ -3,7 +3,7 @@
 One step in ten may take 1.6 times its predicted time on a shared CPU (a codec window longer
 than most, a neighbour's burst), but ten steps in a row rarely all do: the tail of their sum
 grows far slower than k times one step's excess. Projections over a stream's remaining steps
-(scheduler/deadlines.py) charge this curve once, on top of the predicted steps, rather than
+(capacity/projection.py) charge this curve once, on top of the predicted steps, rather than
 charging every step at its own tail: at 16 streams on the 2-core machine that made the engine
 plan as if it ran 1.6 times slower than it did, and admission turned away streams it could
 serve in real time.

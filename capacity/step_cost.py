@@ -7,7 +7,7 @@ work, bookkeeping), so the codec's cost per stream is folded into b. Steps scatt
 line (a step that decodes several streams' long codec windows takes twice the mean): a plan
 that must hold through one step uses `predict_tail`, the line times the recent steps' usual
 worst ratio to it; a plan over many steps uses the line plus `overrun`, how far a run of steps
-has usually overrun its prediction (scheduler/overrun.py), which grows far slower than the run.
+has usually overrun its prediction (capacity/overrun.py), which grows far slower than the run.
 
 The line is two fits added: the model's forward (a, b and c) and the rest of the step (a and b
 only). The rest is most of a CPU step's time and scatter, and nothing in it grows with a prompt:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from scheduler.overrun import NO_OVERRUN, Overrun, measured_overrun, nearest_rank
+from capacity.overrun import NO_OVERRUN, Overrun, measured_overrun, nearest_rank
 
 # NOTE: priors of a small model on a few CPU cores; they only matter for the first steps, which
 # replace them within a few dozen observations (a GPU's steps are far cheaper, a slow CPU's dearer).
@@ -65,7 +65,7 @@ class StepCostModel:
     Invariant: `coefficients` (a, b, c) are never negative and `tail_factor` is at least 1, so
     neither prediction falls when rows or tokens are added (the deadline projections rely on
     that) and the tail is never below the mean; `overrun_steps` is concave, non-decreasing and
-    never negative (scheduler/overrun.py).
+    never negative (capacity/overrun.py).
     """
 
     def __init__(self, forgetting: float = 0.97, prior: tuple[float, float, float] = PRIOR_COEFFICIENTS,

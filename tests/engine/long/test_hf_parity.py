@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
+from capacity.config import CapacityConfig
 from engine.config import EngineConfig
-from engine.core import EngineCore
 from memory.config import CacheConfig
 from model.codecs.snac import save_random_snac, tiny_snac_config
 from model.config import ModelConfig
@@ -18,7 +18,7 @@ from model.sampling import SamplingParams
 from model.tiny_random import SPECIAL_BASE, byte_level_tokenizer
 from scheduler.config import SchedulerConfig
 
-from .conftest import drain
+from ..conftest import core_on_step_clock, drain, started
 
 transformers = pytest.importorskip("transformers")
 
@@ -82,24 +82,24 @@ def engine_greedy(path, num_blocks: int, budget: int) -> tuple[list[list[int]], 
     config = EngineConfig(
         model=ModelConfig(model=str(path), device="cpu", constrain_audio_tokens=False),
         cache=CacheConfig(block_size=4, num_blocks=num_blocks),
-        # Every prompt added at once and stepped every step: parity of the batching mechanics.
-        scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=budget, max_queue_delay=None,
-                                  skip_slack_seconds=None),
+        scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=budget),
+        # Every prompt added at once (no admission) and stepped every step (no stream sits out):
+        # parity of the batching mechanics, whatever the load.
+        capacity=CapacityConfig(max_queue_delay=None, skip_slack_seconds=None),
         mode="inproc",
     )
-    core = EngineCore(config)
+    core = core_on_step_clock(config)
     vocab = core.family.backbone.config.vocab_size
     streams = []
     for i, prompt in enumerate(prompts(vocab)):
         core.add_request(f"p{i}", SpeechPrompt(token_ids=prompt), SamplingParams(temperature=0.0, max_tokens=MAX_NEW))
-        streams.append(core.requests[f"p{i}"].stream)
+        streams.append(started(core, f"p{i}").stream)
     chunks = drain(core)
     preemptions = sum(c[-1].metrics.num_preemptions for c in chunks.values())
     assert core.kv_manager.num_free_blocks == num_blocks
     return [s.token_ids[s.prompt_len:] for s in streams], preemptions
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("num_blocks, expect_preemption", [(256, False), (24, True)])
 def test_engine_greedy_equals_transformers_generate(hf_checkpoint, num_blocks, expect_preemption):
     path, model = hf_checkpoint

@@ -1,4 +1,5 @@
-"""The Triton attention kernels against the PyTorch reference backend, under Triton's interpreter on the CPU."""
+"""The Triton attention kernels against the PyTorch reference backend, under Triton's interpreter on the CPU
+(about half a second a case there, so in the slow tier; on a GPU they take milliseconds)."""
 from __future__ import annotations
 
 import os
@@ -86,7 +87,6 @@ def test_half_precision_inputs_accumulate_in_float32(dtype):
     check_against_reference(Batch(MIXED, num_kv_heads=2, group=2, head_dim=64, block_size=16, dtype=dtype))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_head_dim_128_orpheus_group(dtype):
     shapes = [(40, 1), (0, 9), (17, 1), (3, 4)]

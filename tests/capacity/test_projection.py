@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.overrun import NO_OVERRUN, Overrun, measured_overrun
-from scheduler.deadlines import (
+from capacity.overrun import NO_OVERRUN, Overrun, measured_overrun
+from capacity.projection import (
     StreamOutlook,
     Timeline,
     advance,

@@ -1,33 +1,73 @@
 """Admission: a new request starts only when every admitted stream keeps its playback deadline.
 
-Otherwise it waits, at most until its first-audio deadline (arrival + `max_queue_delay`), or is
+Otherwise it waits, at most until its first audio is due (arrival + `max_queue_delay`), or is
 refused at once, with the seconds until the engine expects room for it, when it could not start
-in time. The projection is scheduler/deadlines.py's; the step costs are the engine's measured
+in time. The projection is capacity/projection.py's; the step costs are the engine's measured
 `StepCostModel`: the predicted steps plus how far runs of steps have usually overrun their
 prediction (`overrun`: a plan that holds only for the mean step lets streams stall on every
 slower one, and one that charges every step at its own tail, `predict_tail`, took the engine
 for 1.6 times slower than it ran and refused streams it had room for); each stream's slack is
-the audio stage's (`Playback`).
+its `Listener`'s.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
-from engine.audio.chunking import Playback
-from engine.errors import RequestRejected
-from engine.request import Request
-from scheduler.config import SchedulerConfig
-from scheduler.deadlines import StreamOutlook, all_keep_slack, realtime_capacity, start_delay, timeline_of
-from scheduler.overrun import Overrun
-from scheduler.sequence import Sequence
-from scheduler.step_cost import StepCostModel
+from capacity.config import CapacityConfig
+from capacity.listener import Listener
+from capacity.overrun import Overrun
+from capacity.projection import StreamOutlook, all_keep_slack, realtime_capacity, start_delay, timeline_of
+from capacity.room import Room
+from capacity.step_cost import StepCostModel
 
 
-# room_now counts at most this many: each count is a projection over every stream, and between
-# two reports (0.25 s apart) the API starts only a few speeches; more than this and the
-# engine's own admission sorts them out.
-ROOM_LIMIT = 8
+class Candidate(Protocol):
+    """A request as admission sees it (the engine's `Request`)."""
+
+    request_id: str
+    arrival: float
+    # Outputs its speech's later segments are expected to take: admission commits to them too.
+    outputs_after: int
+    listener: Listener
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def uncomputed_prompt_tokens(self) -> int: ...
+
+    @property
+    def max_outputs(self) -> int: ...
+
+    @property
+    def outputs(self) -> int: ...
+
+
+class Overloaded(Exception):
+    """A request refused for want of room; it could start in `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(slots=True, eq=False)
+class _Typical:
+    """A stand-in request of the typical size (see TypicalRequest)."""
+
+    prompt_tokens: int
+    max_outputs: int
+    arrival: float
+    listener: Listener
+    request_id: str = "typical"
+    outputs_after: int = 0
+    outputs: int = 0
+
+    @property
+    def uncomputed_prompt_tokens(self) -> int:
+        return self.prompt_tokens
 
 
 class TypicalRequest:
@@ -42,28 +82,20 @@ class TypicalRequest:
         self.prompt_tokens, self.outputs = prompt_tokens, outputs
         self.lead = 0.0
 
-    def observe(self, request: Request, lead: float | None = None) -> None:
+    def observe(self, request: Candidate, lead: float | None = None) -> None:
         """Counts an admitted request; `lead`: the seconds its speech had waited before it came
         (None: not a new speech's first request, which says nothing of that)."""
         w = self.WEIGHT
-        self.prompt_tokens += w * (max(1, request.seq.num_prompt_tokens) - self.prompt_tokens)
-        self.outputs += w * (max(1, request.seq.max_output_tokens + request.outputs_after) - self.outputs)
+        self.prompt_tokens += w * (max(1, request.prompt_tokens) - self.prompt_tokens)
+        self.outputs += w * (max(1, request.max_outputs + request.outputs_after) - self.outputs)
         if lead is not None:
             self.lead += w * (max(0.0, lead) - self.lead)
 
-    def request(self, now: float, max_queue_delay: float) -> Request:
+    def request(self, now: float, max_queue_delay: float) -> Candidate:
         """A stand-in request of the typical size, reaching the engine `now` with a typical
         speech's budget left."""
-        seq = Sequence("typical", num_prompt_tokens=round(self.prompt_tokens), max_output_tokens=round(self.outputs))
-        return Request("typical", seq, None, arrival=now, first_audio_deadline=now + max_queue_delay - self.lead)
-
-
-def deadline_of(request: Request, playback: Playback | None) -> float:
-    """When the request's listener runs dry: its playback start + audio emitted, or before its
-    first audio, the deadline for that."""
-    if playback is not None and playback.runs_dry_at is not None:
-        return playback.runs_dry_at
-    return request.first_audio_deadline
+        return _Typical(round(self.prompt_tokens), round(self.outputs), now,
+                        Listener(first_audio_due=now + max_queue_delay - self.lead))
 
 
 @dataclass(slots=True)
@@ -86,22 +118,23 @@ class Admission:
     continuation is never queued or refused. With `max_queue_delay` None, everything starts.
     """
 
-    def __init__(self, config: SchedulerConfig, step_cost: StepCostModel, step_audio: float,
+    def __init__(self, config: CapacityConfig, max_num_seqs: int, step_cost: StepCostModel, step_audio: float,
                  first_audio_outputs: int) -> None:
         self.max_queue_delay = config.max_queue_delay
-        self.max_num_seqs = config.max_num_seqs
+        self.room_limit = config.room_limit
+        self.max_num_seqs = max_num_seqs
         self.step_cost = step_cost
         self.step_audio = step_audio
         self.first_audio_outputs = first_audio_outputs
-        self.queue: list[Request] = []
+        self.queue: list[Candidate] = []
         self.counts = AdmissionCounts()
         # A typical request (prompt tokens, outputs), learned from those admitted: what
         # `seconds_until_room` plans for, before anyone knows the next request's size.
         self.typical = TypicalRequest()
 
-    def offer(self, request: Request, committed: list[StreamOutlook], now: float, continuation: bool) -> bool:
-        """True: `request` starts now; False: it waits in the queue. Raises RequestRejected
-        ("overloaded", with `retry_after`) when it could not start in time."""
+    def offer(self, request: Candidate, committed: list[StreamOutlook], now: float, continuation: bool) -> bool:
+        """True: `request` starts now; False: it waits in the queue. Raises Overloaded (with
+        `retry_after`) when it could not start in time."""
         bypasses = continuation or self.max_queue_delay is None
         if bypasses or (not self.queue and self._starts_now(committed, [request], now)):
             self.counts.admitted += 1
@@ -114,16 +147,16 @@ class Admission:
         return False
 
     def poll(self, committed: list[StreamOutlook],
-             now: float) -> tuple[list[Request], list[tuple[Request, RequestRejected]]]:
+             now: float) -> tuple[list[Candidate], list[tuple[Candidate, Overloaded]]]:
         """The queued requests that start now (arrival order), and those refused now."""
-        started: list[Request] = []
+        started: list[Candidate] = []
         while self.queue and self._starts_now(committed, started + self.queue[:1], now):
             started.append(self.queue.pop(0))
         self.counts.admitted += len(started)
         for request in started:
             self.typical.observe(request, self._lead(request))
         running = len(committed) + len(started)
-        late = [r for r in self.queue if self._first_audio_after(r, running, now) > r.first_audio_deadline]
+        late = [r for r in self.queue if self._first_audio_after(r, running, now) > r.listener.first_audio_due]
         refused = [(r, self._refusal(committed, [r], now)) for r in late]
         self.queue = [r for r in self.queue if r not in late]
         return started, refused
@@ -131,7 +164,7 @@ class Admission:
     def is_queued(self, request_id: str) -> bool:
         return any(request.request_id == request_id for request in self.queue)
 
-    def withdraw(self, request_id: str) -> Request | None:
+    def withdraw(self, request_id: str) -> Candidate | None:
         """Takes a queued request out (its client left); None if it is not queued."""
         for request in self.queue:
             if request.request_id == request_id:
@@ -139,21 +172,20 @@ class Admission:
                 return request
         return None
 
-    def outlook(self, request: Request, playback: Playback | None, now: float) -> StreamOutlook:
-        """A committed request as the projection sees it (`playback`: the audio stage's)."""
-        seq = request.seq
-        remaining = seq.max_output_tokens - seq.num_output_tokens + request.outputs_after
-        prefill = self._prefill_seconds(max(0, seq.num_prompt_tokens - seq.num_computed_tokens))
-        if playback is not None and playback.start is not None:
+    def outlook(self, request: Candidate, pending_seconds: float, now: float) -> StreamOutlook:
+        """A committed request as the projection sees it (`pending_seconds`: audio whose frames
+        exist but that has not left yet, the audio stage's)."""
+        remaining = request.max_outputs - request.outputs + request.outputs_after
+        prefill = self._prefill_seconds(max(0, request.uncomputed_prompt_tokens))
+        slack = request.listener.slack(now)
+        if slack is not None:
             # NOTE: a listener that has run dry waits for the next audio and plays on from there,
             # so the future starts it from nothing rather than from its (negative) slack.
-            ahead = max(0.0, playback.slack(now)) + playback.pending_seconds
-            return StreamOutlook(ahead, remaining, prefill_seconds=prefill)
-        # Past its first-audio deadline it is late whatever happens; it only has to start at all.
-        left = request.first_audio_deadline - now
-        first_audio_steps = max(1, self.first_audio_outputs - seq.num_output_tokens)
-        return StreamOutlook(left if left > 0 else math.inf, remaining, first_audio_steps, prefill,
-                             seq.num_output_tokens)
+            return StreamOutlook(max(0.0, slack) + pending_seconds, remaining, prefill_seconds=prefill)
+        # Past its first audio's due time it is late whatever happens; it only has to start at all.
+        left = request.listener.first_audio_due - now
+        first_audio_steps = max(1, self.first_audio_outputs - request.outputs)
+        return StreamOutlook(left if left > 0 else math.inf, remaining, first_audio_steps, prefill, request.outputs)
 
     def seconds_until_room(self, committed: list[StreamOutlook], now: float) -> float:
         """Seconds until a typical new request could start with its first audio in time (0: now),
@@ -166,15 +198,16 @@ class Admission:
         delay = start_delay(committed, fits, self.step_cost.predict, self.step_audio, overrun)
         return timeline_of(committed, self.step_cost.predict, self.step_audio, overrun).end if delay is None else delay
 
-    def room_now(self, committed: list[StreamOutlook], now: float, limit: int = ROOM_LIMIT) -> int:
-        """How many typical new requests (at most `limit`) could start now, one after another,
-        each keeping every stream's deadlines (0 while the queue holds anyone: they go first)."""
-        room = min(limit, self.max_num_seqs - len(committed))
+    def room_now(self, committed: list[StreamOutlook], now: float) -> int:
+        """Room now: how many typical new requests (at most `room_limit`) could start now, one
+        after another, each keeping every stream's deadlines (0 while the queue holds anyone:
+        they go first)."""
+        room = min(self.room_limit, self.max_num_seqs - len(committed))
         if self.max_queue_delay is None or room <= 0:
             return max(0, room)
         if self.queue:
             return 0
-        newcomers: list[Request] = []
+        newcomers: list[Candidate] = []
         while len(newcomers) < room:
             candidate = self.typical.request(now, self.max_queue_delay)
             if not self._starts_now(committed, newcomers + [candidate], now):
@@ -182,13 +215,13 @@ class Admission:
             newcomers.append(candidate)
         return len(newcomers)
 
-    def room_in_time(self, committed: list[StreamOutlook], now: float, limit: int = ROOM_LIMIT) -> int:
-        """How many typical new requests (at most `limit`) arriving now would all start by their
-        first-audio deadlines, at once or after waiting behind the queue: what `offer` would
-        admit or queue rather than refuse (at least `room_now`'s count)."""
+    def room_in_time(self, committed: list[StreamOutlook], now: float) -> int:
+        """Room in time: how many typical new requests (at most `room_limit`) arriving now would
+        all start by their first-audio deadlines, at once or after waiting behind the queue: what
+        `offer` would admit or queue rather than refuse (at least `room_now`'s count)."""
         if self.max_queue_delay is None:
-            return max(0, min(limit, self.max_num_seqs - len(committed)))
-        low, high = 0, limit  # `low` requests are known to make it; more never start sooner
+            return max(0, min(self.room_limit, self.max_num_seqs - len(committed)))
+        low, high = 0, self.room_limit  # `low` requests are known to make it; more never start sooner
         while low < high:
             mid = (low + high + 1) // 2
             if self._in_time(committed, [self.typical.request(now, self.max_queue_delay) for _ in range(mid)], now):
@@ -197,16 +230,25 @@ class Admission:
                 high = mid - 1
         return low
 
-    def capacity(self) -> int:
+    def realtime_capacity(self) -> int:
         """Streams the engine can step faster than real time, as its step costs stand now (the
         predicted ones: a run of steps averages out to them)."""
         return realtime_capacity(self.step_cost.predict, self.step_audio, self.max_num_seqs)
 
+    def room(self, committed: list[StreamOutlook], now: float) -> Room:
+        """The room figures the engine publishes (each a projection over every stream: the engine
+        takes them a few times a second, not every step)."""
+        room_now = self.room_now(committed, now)
+        # NOTE: with room now for as many as it counts, waiting adds none.
+        in_time = room_now if room_now == self.room_limit else max(room_now, self.room_in_time(committed, now))
+        until = 0.0 if room_now else self.seconds_until_room(committed, now)
+        return Room(room_now, in_time, until, now)
+
     # ---- helpers ---------------------------------------------------------------------------
 
-    def _lead(self, request: Request) -> float:
+    def _lead(self, request: Candidate) -> float:
         """How much of its first-audio budget `request`'s speech had spent when it came."""
-        return request.arrival + self.max_queue_delay - request.first_audio_deadline
+        return request.arrival + self.max_queue_delay - request.listener.first_audio_due
 
     def _overrun(self, streams: int) -> Overrun:
         # NOTE: scaled by a step of all of them: steps only get cheaper as streams end.
@@ -217,18 +259,18 @@ class Admission:
         # streams are fed), and it covers the steps the prompt rides on already.
         return self.step_cost.prefill_seconds(tokens)
 
-    def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
+    def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Candidate], now: float) -> bool:
         # NOTE: an idle engine starts anything: waiting cannot make it start any sooner.
         return (not committed and len(newcomers) == 1) or self._fits(committed, newcomers, now)
 
-    def _in_time(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> bool:
+    def _in_time(self, committed: list[StreamOutlook], newcomers: list[Candidate], now: float) -> bool:
         """Whether the queue and then `newcomers` could all start by their deadlines."""
         waiting = self.queue + newcomers
         fits = lambda running, at: self._fits(running, waiting, now + at)  # noqa: E731
         overrun = self._overrun(len(committed) + len(waiting))
         return start_delay(committed, fits, self.step_cost.predict, self.step_audio, overrun) is not None
 
-    def _fits(self, running: list[StreamOutlook], newcomers: list[Request], now: float,
+    def _fits(self, running: list[StreamOutlook], newcomers: list[Candidate], now: float,
               fresh: bool = False) -> bool:
         """Whether `newcomers` can start at `now` next to `running` (fresh: each judged with a
         whole `max_queue_delay` ahead of it, as if it arrived at `now`)."""
@@ -240,19 +282,19 @@ class Admission:
         margin = self.step_cost.predict_tail(len(streams))
         return all_keep_slack(streams, self.step_cost.predict, self.step_audio, margin, self._overrun(len(streams)))
 
-    def _newcomer(self, request: Request, now: float, fresh: bool) -> StreamOutlook:
-        left = self.max_queue_delay if fresh else request.first_audio_deadline - now
-        prefill = self._prefill_seconds(request.seq.num_prompt_tokens)
-        return StreamOutlook(left, request.seq.max_output_tokens + request.outputs_after, self.first_audio_outputs,
+    def _newcomer(self, request: Candidate, now: float, fresh: bool) -> StreamOutlook:
+        left = self.max_queue_delay if fresh else request.listener.first_audio_due - now
+        prefill = self._prefill_seconds(request.prompt_tokens)
+        return StreamOutlook(left, request.max_outputs + request.outputs_after, self.first_audio_outputs,
                              prefill)
 
-    def _first_audio_after(self, request: Request, running: int, now: float) -> float:
+    def _first_audio_after(self, request: Candidate, running: int, now: float) -> float:
         """When `request`'s first audio would come if it started now next to `running` streams."""
         steps = self.first_audio_outputs * self.step_cost.predict(running + 1)
         steps += self._overrun(running + 1)(self.first_audio_outputs)
-        return now + self._prefill_seconds(request.seq.num_prompt_tokens) + steps
+        return now + self._prefill_seconds(request.prompt_tokens) + steps
 
-    def _refusal(self, committed: list[StreamOutlook], newcomers: list[Request], now: float) -> RequestRejected:
+    def _refusal(self, committed: list[StreamOutlook], newcomers: list[Candidate], now: float) -> Overloaded:
         """The refusal of the last of `newcomers`; its retry_after is when they could all start
         had they arrived then, or failing that, when every committed stream will have ended."""
         overrun = self._overrun(len(committed) + len(newcomers))
@@ -261,7 +303,7 @@ class Admission:
         if retry_after is None:
             retry_after = timeline_of(committed, self.step_cost.predict, self.step_audio, overrun).end
         self.counts.refused += 1
-        return RequestRejected(
+        return Overloaded(
             f"the engine is at its real-time capacity ({len(committed)} streams); retry in {retry_after:.1f} s",
-            "overloaded", retry_after,
+            retry_after,
         )
