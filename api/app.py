@@ -11,20 +11,21 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from api import routes_info, routes_speech
+from api.config.settings import ApiSettings
 from api.deepgram import routes_rest as deepgram_rest
 from api.deepgram import socket as deepgram_socket
-from api.auth import BearerKeyMiddleware
-from api.body_limit import BodySizeLimitMiddleware
-from api.catalog import Catalog
-from api.draining import Drain
-from api.early_refusal import EarlyRefusal
-from api.errors import install_error_handlers
-from api.metrics import ApiMetrics
-from api.planning import SegmentPlanner
-from api.prompt_pool import PromptPool
-from api.query_check import QueryCheckMiddleware
-from api.settings import ApiSettings
+from api.http import status_routes
+from api.http.auth import BearerKeyMiddleware
+from api.http.body_limit import BodySizeLimitMiddleware
+from api.http.draining import Drain
+from api.http.metrics import ApiMetrics
+from api.http.query_check import QueryCheckMiddleware
+from api.openai import catalog_routes, speech_routes
+from api.openai.errors import install_error_handlers
+from api.speech.catalog import Catalog
+from api.speech.early_refusal import EarlyRefusal
+from api.speech.planning import SegmentPlanner
+from api.speech.prompt_pool import PromptPool
 from engine.client import EngineClient
 from engine.config import EngineConfig
 
@@ -42,7 +43,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         client = EngineClient(config)
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
-        app.state.early_refusal = EarlyRefusal(admission_on=config.scheduler.max_queue_delay is not None)
+        app.state.early_refusal = EarlyRefusal(admission_on=config.capacity.admission_on)
         app.state.drain = Drain()
         app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused,
                                        lambda: client.restarts)
@@ -64,8 +65,9 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     app.state.settings = settings
     app.state.started_at = int(time.time())
     install_error_handlers(app)
-    app.include_router(routes_info.router)
-    app.include_router(routes_speech.router)
+    app.include_router(status_routes.router)
+    app.include_router(catalog_routes.router)
+    app.include_router(speech_routes.router)
     app.include_router(deepgram_rest.router)
     app.include_router(deepgram_socket.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -1,26 +1,30 @@
-"""`chorus`: say (text → WAV through the engine), serve (the HTTP server), bench and profile
-(the load benchmark and the profiler in benchmarks/, which take their own flags)."""
+"""`chorus`: say (text → WAV through the engine) and serve (the HTTP server). The load benchmark
+and the profiler are the benchmarks' own commands: `chorus-bench bench|profile` (or
+`python -m benchmarks bench|profile`)."""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import time
 import wave
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-from api.engine_args import add_engine_args, engine_config_from_args
-from api.http_protocol import BoundedWebSocketProtocol, bounded_h11
-from api.planning import SegmentPlanner
-from api.prompt_pool import PromptPool
-from api.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
-from api.settings import ApiSettings
-from api.synthesis import SegmentedSynthesis, SynthesisFailed
-from api.text_split import UnspeakableText
+from api.config.engine_args import add_engine_args, engine_config_from_args
+from api.config.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
+from api.config.settings import ApiSettings
+from api.http.draining import Drain
+from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
+from api.speech.early_refusal import EarlyRefusal
+from api.speech.errors import ENGINE_DEAD, UNSPEAKABLE, SpeechError
+from api.speech.planning import SegmentPlanner
+from api.speech.prompt_pool import PromptPool
+from api.speech.start import start_speech
+from api.speech.synthesis import SynthesisFailed
 from engine.client import EngineClient
 
 
@@ -39,19 +43,18 @@ async def _say(args: argparse.Namespace) -> int:
             print(f"error: {client.frontend.model_name} speaks at speeds {low}-{high}; the HTTP API "
                   "time-stretches beyond that", file=sys.stderr)
             return 2
-        params = client.frontend.default_sampling().replace(seed=args.seed)
-        if args.max_tokens is not None:
-            params = params.replace(max_tokens=args.max_tokens)
-        planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
-        try:
-            segments = await planner.plan(args.text, voice, args.speed, params)
-        except UnspeakableText as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        synthesis = SegmentedSynthesis(client, segments, voice, args.speed)
+        # One speech on an engine of its own: no drain ever refuses it, nor does early refusal
+        # (admission off, as the engine would admit it).
+        services = SimpleNamespace(engine=client, planner=SegmentPlanner(pool, client.frontend, settings, client.limits),
+                                   settings=settings, drain=Drain(), early_refusal=EarlyRefusal(admission_on=False))
         started = time.monotonic()
         try:
-            await synthesis.start()
+            synthesis, _ = await start_speech(services, args.text, voice, args.speed, args.seed, args.max_tokens)
+        except SpeechError as exc:
+            print(f"error: {exc.reason}", file=sys.stderr)
+            # 1: the speech failed (nothing to speak, the engine gone); 2: a request refused.
+            return 1 if exc.code in (UNSPEAKABLE, ENGINE_DEAD) else 2
+        try:
             first_audio = time.monotonic() - started
             samples = 0
             with wave.open(str(args.output), "wb") as wav:
@@ -77,7 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from api.app import create_app
     from api.deepgram.socket import ws_max_size
-    from api.server import DrainingServer
+    from api.http.server import DrainingServer
 
     if args.replicas is not None:
         from api.ray_serve.local import run_replicas
@@ -109,34 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     say.set_defaults(engine_mode="inproc")
     serve = sub.add_parser("serve", help="start the HTTP server")
     add_serve_args(serve)
-    # NOTE: bench and profile hand every further flag to benchmarks/ (see `chorus bench --help`).
-    sub.add_parser("bench", help="load benchmark: TTFA, viability, capacity against baselines", add_help=False)
-    sub.add_parser("profile", help="profile the server under load with py-spy", add_help=False)
     return parser
-
-
-def _bench(rest: list[str]) -> int:
-    from benchmarks.load import main as bench_main
-
-    bench_main(rest)
-    return 0
-
-
-def _profile(rest: list[str]) -> int:
-    import subprocess
-
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "profile.sh"
-    return subprocess.call(["bash", str(script), *rest], env={**os.environ, "PYTHON": sys.executable})
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "bench":
-        return _bench(rest)
-    if args.command == "profile":
-        return _profile(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "say":

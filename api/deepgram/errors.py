@@ -1,12 +1,20 @@
 """Deepgram's error shapes: REST `{"err_code", "err_msg", "request_id"}` (with `dg-request-id`
-and `dg-error` headers), and the WebSocket's Warning and Error messages."""
+and `dg-error` headers), and the WebSocket's Warning and Error messages; and the speech
+pipeline's errors (api/speech/errors.py) rendered in them."""
 from __future__ import annotations
 
 import re
 
 from fastapi.responses import JSONResponse
 
+from api.speech.errors import BUSY_CODES, ENGINE_DEAD, UNSPEAKABLE, SpeechError, outcome_of
+
 _ERR_CODE = re.compile(r"[A-Z][A-Z0-9_]*")
+# Deepgram's err_code for a speech error's code, where it is not that code in upper case. A
+# timestamps error (invalid_value, unsupported_value) is about a query parameter: Deepgram's
+# routes take no other field those codes could name.
+_ERR_CODES = {**dict.fromkeys(BUSY_CODES, "TOO_MANY_REQUESTS"), "invalid_value": "INVALID_QUERY_PARAMETER",
+              "unsupported_value": "INVALID_QUERY_PARAMETER", "voice_not_found": "UNKNOWN_MODEL"}
 
 
 class DeepgramError(Exception):
@@ -29,6 +37,15 @@ class DeepgramError(Exception):
         parameter")."""
         return self.err_code.replace("_", " ").capitalize()
 
+    @classmethod
+    def of(cls, error: SpeechError) -> DeepgramError:
+        """The speech pipeline's `error` as the speak API answers it: one about the text (nothing
+        in it to speak, or a prompt the engine refuses) is INVALID_TEXT."""
+        if error.param == "input":
+            return cls(400, "INVALID_TEXT", f"The text cannot be spoken: {error.reason}")
+        headers = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
+        return cls(error.status, deepgram_code(error), error.message, headers)
+
     def response(self, request_id: str) -> JSONResponse:
         headers = {"dg-request-id": request_id, "dg-error": self.summary, **self.headers}
         return JSONResponse({"err_code": self.err_code, "err_msg": self.err_msg, "request_id": request_id},
@@ -45,3 +62,20 @@ def error_message(code: str, text: str) -> dict:
     """A WebSocket Error that leaves the connection open (the SDKs read description, message,
     variant); the text it concerned is dropped."""
     return {"type": "Error", "variant": code, "description": text, "message": text}
+
+
+def deepgram_code(error: SpeechError) -> str:
+    """Deepgram's err_code for a speech error."""
+    return _ERR_CODES.get(error.code, error.code.upper())
+
+
+def turn_refused(error: SpeechError) -> tuple[dict, str]:
+    """The WebSocket message that tells the client why a turn's speech did not start, and the
+    request outcome it counts as. A turn with nothing to speak is a Warning; an engine that died
+    before its first audio is a synthesis that failed, as one that dies later is."""
+    if error.code == ENGINE_DEAD:
+        return error_message("SYNTHESIS_FAILED", f"The turn's audio stopped: {error.reason}"), "error"
+    text = f"The turn's text was not spoken: {error.reason}"
+    if error.code == UNSPEAKABLE:
+        return warning_message("NOTHING_TO_SPEAK", text), "invalid"
+    return error_message(deepgram_code(error), text), outcome_of(error.status)

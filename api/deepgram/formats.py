@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.audio.encoders import MEDIA_TYPES
-from api.errors import quoted
+from api.speech.audio.encoders import MEDIA_TYPES
+from api.http.quoting import quoted
 
 
 class InvalidAudioQuery(ValueError):

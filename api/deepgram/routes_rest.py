@@ -8,18 +8,17 @@ import uuid
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from api.audio.pipeline import AudioPipeline
 from api.deepgram.errors import DeepgramError
-from api.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
-from api.errors import quoted
-from api.json_limits import InvalidJson, loads_bounded
 from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidAudioQuery, audio_choice
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
-from api.schemas import MAX_INPUT_CHARS
-from api.text_split import UnspeakableText
-from api.speech import (CLIENT_CLOSED_REQUEST, ClientGone, encoded_audio, outcome_of, retry_after_seconds,
-                        start_speech, unless_client_leaves)
-from engine.errors import EngineDeadError, RequestRejected
+from api.http.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_client_leaves
+from api.http.json_limits import InvalidJson, loads_bounded
+from api.http.quoting import quoted
+from api.openai.schemas import MAX_INPUT_CHARS
+from api.speech.audio.pipeline import AudioPipeline
+from api.speech.errors import SpeechError, outcome_of
+from api.speech.start import check_ready, start_speech
+from api.speech.streaming import encoded_audio
 
 router = APIRouter()
 # Speed as OpenAI's route takes it (Deepgram documents 0.7-1.5; the wider range is a superset).
@@ -40,11 +39,12 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
     request_id = str(uuid.uuid4())
     arrived = time.monotonic()
     try:
-        text, voice, choice, speed_value = await _validated(request, state, model, encoding, container, sample_rate, speed)
         try:
-            synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value, None))
-        except (RequestRejected, UnspeakableText, EngineDeadError, ShuttingDown) as exc:
-            raise _as_deepgram_error(exc, state.settings.retry_after_seconds) from exc
+            text, voice, choice, speed_value = await _validated(request, state, model, encoding, container,
+                                                                sample_rate, speed)
+            synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value))
+        except SpeechError as exc:
+            raise DeepgramError.of(exc) from exc
     except DeepgramError as exc:
         state.metrics.count_request(outcome_of(exc.status))
         return exc.response(request_id)
@@ -54,7 +54,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
     pipeline = AudioPipeline(choice.response_format, state.engine.sample_rate, choice.sample_rate,
                              speed_value / model_speed)
     # `model` is a header value only once deepgram_voice has taken it: one of the catalog's names
-    # or an Aura id (lower-case letters and dashes); api/query_check.py refused any control or
+    # or an Aura id (lower-case letters and dashes); api/http/query_check.py refused any control or
     # non-Latin-1 character before the route ran.
     headers = {"dg-request-id": request_id, "dg-model-name": model, "dg-model-uuid": model_uuid(model),
                "dg-char-count": str(len(text)), "Cache-Control": "no-cache"}
@@ -63,11 +63,10 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
 
 
 async def _validated(request: Request, state, model: str, encoding, container, sample_rate, speed):
-    if not state.engine.is_ready:
-        raise DeepgramError(503, "ENGINE_NOT_READY", "The engine is not ready yet; retry shortly")
+    check_ready(state.engine)
     try:
         # Bounded: a deeply nested body is a RecursionError to Python's parser (a 500). One of a
-        # JSON type was already judged so (api/body_limit.py); this is for any other type.
+        # JSON type was already judged so (api/http/body_limit.py); this is for any other type.
         body = loads_bounded(await request.body())
     except InvalidJson as exc:
         raise DeepgramError(400, "INVALID_JSON", f"The body must be JSON, {{\"text\": \"...\"}}: {exc}") from None
@@ -96,16 +95,3 @@ def parse_speed(speed: str | None) -> float:
     if not MIN_SPEED <= value <= MAX_SPEED:
         raise DeepgramError(400, "INVALID_QUERY_PARAMETER", f"speed must be a number in [{MIN_SPEED}, {MAX_SPEED}]; got {quoted(speed)}")
     return value
-
-
-def _as_deepgram_error(exc: Exception, retry_after: int) -> DeepgramError:
-    if isinstance(exc, RequestRejected) and exc.code in ("overloaded", "queue_full"):
-        seconds = retry_after_seconds(exc, retry_after)
-        return DeepgramError(429, "TOO_MANY_REQUESTS", f"The server is busy: {exc}", {"Retry-After": str(seconds)})
-    if isinstance(exc, EngineDeadError):
-        return DeepgramError(503, "ENGINE_DEAD", "The engine has stopped; see the server log")
-    if isinstance(exc, ShuttingDown):
-        return DeepgramError(503, "SHUTTING_DOWN", str(exc), {"Retry-After": str(DRAIN_RETRY_AFTER_SECONDS)})
-    return DeepgramError(400, "INVALID_TEXT", f"The text cannot be spoken: {exc}")
-
-

@@ -1,8 +1,8 @@
 """The /v1/speak WebSocket: Deepgram's streaming text-to-speech.
 
 Text arrives in Speak messages of any size (single LLM tokens too) and is cut into segments as
-sentences complete (api/text_stream.py). The segments up to a Flush make one turn: a live speech
-(api/planning.py) whose first segment starts as soon as it is cut, so speech begins before the
+sentences complete (api/speech/text_stream.py). The segments up to a Flush make one turn: a live speech
+(api/speech/planning.py) whose first segment starts as soon as it is cut, so speech begins before the
 reply is complete, and whose later segments are prepared and prefilled while the earlier ones
 play. Turns send their audio in order, each after the one before it; a Flush is answered with
 Flushed once its turn's audio has left. A turn starts once the one before it has begun to speak
@@ -14,7 +14,7 @@ a step) and no frame of their audio leaves after the Clear is read. Asked for
 (`timestamps=word`, an extension), each audio message is followed by a `Timestamps` message
 with the words whose audio it starts, timed in seconds of all the audio the connection has sent.
 
-Limits (api/settings.py), each answered in Deepgram's protocol; an Error leaves the connection
+Limits (api/config/settings.py), each answered in Deepgram's protocol; an Error leaves the connection
 open and says what was dropped:
 - A message over `socket_max_message_bytes` is dropped unparsed: Error MESSAGE_TOO_LARGE. One
   over `ws_max_size` (that and MESSAGE_SLACK_BYTES more) uvicorn closes the connection on (1009)
@@ -30,8 +30,8 @@ open and says what was dropped:
   reason. A turn left without its Flush keeps it open no longer than that.
 - A send (audio or message) that the client has not taken within `socket_send_timeout_seconds`
   (it stopped reading) ends the session: close 1008 with the reason, tried for CLOSE_SECONDS,
-  after which the connection is aborted (api/http_protocol.py). Backpressure's stalled
-  client (api/backpressure.py) is judged on the same clock and let go the same way.
+  after which the connection is aborted (api/http/protocol.py). Backpressure's stalled
+  client (api/speech/backpressure.py) is judged on the same clock and let go the same way.
 - A long message is parsed, and its text cut, on a worker thread (INLINE_CHARS): no client
   holds the event loop, whatever it sends.
 """
@@ -47,22 +47,22 @@ import uuid
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from api.audio.pipeline import AudioPipeline
-from api.auth import key_matches
-from api.deepgram.errors import DeepgramError, error_message, warning_message
+from api.config.settings import ApiSettings
+from api.deepgram.errors import DeepgramError, error_message, turn_refused, warning_message
 from api.deepgram.formats import DEFAULT_SOCKET_ENCODING, SOCKET_ENCODINGS, AudioChoice, InvalidAudioQuery, audio_choice
 from api.deepgram.routes_rest import model_uuid, parse_speed
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
-from api.draining import ShuttingDown
-from api.errors import quoted
-from api.json_limits import InvalidJson, loads_bounded
-from api.planning import SpeechSegments
-from api.settings import ApiSettings
-from api.synthesis import SegmentedSynthesis, SynthesisFailed
-from api.text_split import UncuttableText, UnspeakableText, check_runs
-from api.text_stream import TextStream
-from api.word_timeline import word_events
-from engine.errors import EngineDeadError, RequestRejected
+from api.http.auth import key_matches
+from api.http.json_limits import InvalidJson, loads_bounded
+from api.http.quoting import quoted
+from api.speech.audio.pipeline import AudioPipeline
+from api.speech.errors import STREAM_FAILURES, SpeechError
+from api.speech.planning import SpeechSegments
+from api.speech.start import check_ready, start_synthesis
+from api.speech.synthesis import SegmentedSynthesis
+from api.speech.text_split import UncuttableText, check_runs
+from api.speech.text_stream import TextStream
+from api.speech.word_timeline import word_events
 from model.families.base import SpokenWord
 
 logger = logging.getLogger("chorus.api")
@@ -77,7 +77,7 @@ INLINE_CHARS = 1024
 # has buffered all of it; one less far over is dropped with an Error, the connection kept.
 MESSAGE_SLACK_BYTES = 64 * 1024
 # How long the close that ends a session may wait to be sent: a client that stopped reading
-# cannot take it, and its connection is aborted instead (api/http_protocol.py).
+# cannot take it, and its connection is aborted instead (api/http/protocol.py).
 CLOSE_SECONDS = 2.0
 NORMAL_CLOSURE, POLICY_VIOLATION = 1000, 1008
 
@@ -98,7 +98,7 @@ class Refused(Exception):
 
 def parse_message(raw: str, max_bytes: int) -> dict:
     """A client message: a JSON object of at most `max_bytes` bytes of UTF-8 (refused unparsed
-    when longer), nested no deeper than api/json_limits.py allows. Raises Refused."""
+    when longer), nested no deeper than api/http/json_limits.py allows. Raises Refused."""
     if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
         raise Refused(error_message("MESSAGE_TOO_LARGE", f"A message may have at most {max_bytes} bytes; "
                                                          "this one was dropped unread"))
@@ -121,15 +121,17 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
     try:
         if subprotocol is False:
             raise DeepgramError(401, "INVALID_AUTH", "Invalid credentials.")
-        if not state.engine.is_ready:
-            raise DeepgramError(503, "ENGINE_NOT_READY", "The engine is not ready yet; retry shortly")
+        check_ready(state.engine)
         voice = deepgram_voice(model, state.catalog)
         choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
         speed_value = parse_speed(speed)
-        words = _wants_words(timestamps, state.catalog)
+        words = state.catalog.asks_word_timestamps(timestamps)
     except (UnknownModel, InvalidAudioQuery) as exc:
         code = "UNKNOWN_MODEL" if isinstance(exc, UnknownModel) else "INVALID_QUERY_PARAMETER"
         await websocket.send_denial_response(DeepgramError(400, code, str(exc)).response(request_id))
+        return
+    except SpeechError as exc:
+        await websocket.send_denial_response(DeepgramError.of(exc).response(request_id))
         return
     except DeepgramError as exc:
         await websocket.send_denial_response(exc.response(request_id))
@@ -138,17 +140,6 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
     session = SpeakSession(websocket, state, voice, choice, speed_value, words)
     await session.serve({"type": "Metadata", "request_id": request_id, "model_name": model,
                          "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
-
-
-def _wants_words(timestamps: str | None, catalog) -> bool:
-    if timestamps in (None, "none"):
-        return False
-    if timestamps != "word":
-        raise InvalidAudioQuery("timestamps", f"timestamps must be 'word' or 'none'; got '{timestamps}'")
-    if not catalog.word_timestamps:
-        raise InvalidAudioQuery("timestamps", f"The model '{catalog.model_name}' cannot time words before it "
-                                              "speaks them; leave out timestamps")
-    return True
 
 
 def _authenticated(websocket: WebSocket, api_key: str | None) -> str | bool:
@@ -216,7 +207,7 @@ class Turn:
                 if refused is None:
                     await self._send_audio(synthesis)
                 outcome = refused or "completed"
-            except (SynthesisFailed, EngineDeadError) as exc:
+            except STREAM_FAILURES as exc:
                 outcome = "error"
                 await session.send_json(error_message("SYNTHESIS_FAILED", f"The turn's audio stopped: {exc}"))
             except (WebSocketDisconnect, RuntimeError):
@@ -268,30 +259,18 @@ class Turn:
         """Starts the turn's first segment (continuing the connection's stream while its listener
         still plays); when it cannot, tells the client why and returns the request outcome
         ("rejected": overload, "invalid": nothing to speak)."""
-        state = self.session.state
         continues = self.session.is_playing()
         # NOTE: linked only to the turn ahead's last segment, and only while the engine holds it;
         # otherwise the engine counts this one's playback from its own first audio, as for a new
         # speech (earlier, so on the safe side).
         follows = ahead.synthesis.last_request_id if continues and ahead is not None and ahead.synthesis else None
         try:
-            state.drain.check()
-            if not continues:
-                state.early_refusal.check(state.engine.stats)
-            with state.early_refusal.start(synthesis):
-                await synthesis.start(continues, follows)
+            await start_synthesis(self.session.state, synthesis, continues, follows)
             return None
-        except ShuttingDown as exc:
-            await self.session.send_json(error_message("SHUTTING_DOWN", f"The turn's text was not spoken: {exc}"))
-            return "unavailable"
-        except RequestRejected as exc:
-            overloaded = exc.code in ("overloaded", "queue_full")
-            await self.session.send_json(error_message("TOO_MANY_REQUESTS" if overloaded else exc.code.upper(),
-                                                       f"The turn's text was not spoken: {exc}"))
-            return "rejected" if overloaded else "invalid"
-        except UnspeakableText as exc:
-            await self.session.send_json(warning_message("NOTHING_TO_SPEAK", f"The turn's text was not spoken: {exc}"))
-            return "invalid"
+        except SpeechError as exc:
+            answer, outcome = turn_refused(exc)
+            await self.session.send_json(answer)
+            return outcome
 
 
 class SpeakSession:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 
-from api.catalog import Catalog
-from api.errors import quoted
+from api.speech.catalog import Catalog
+from api.http.quoting import quoted
 
 # Deepgram's English Aura voices by how they sound (female / male), so that a model id maps to a
 # voice of the same kind where the served model has several (Orpheus), and to its one voice

@@ -21,12 +21,12 @@ from ray.serve import Application
 from ray.serve.config import RequestRouterConfig
 
 from api.app import create_app
-from api.engine_args import engine_config_from_args
+from api.config.engine_args import engine_config_from_args
 from api.ray_serve.metrics import RayMetricsMirror
 from api.ray_serve.replica_header import ReplicaHeader
 from api.ray_serve.router import AT, DEFAULT_MAX_STATS_AGE_S, KV_FREE, READY, ROOM, UNTIL_ROOM
-from api.serve_args import parse_serve_flags, serve_settings_from_args
-from api.settings import ApiSettings
+from api.config.serve_args import parse_serve_flags, serve_settings_from_args
+from api.config.settings import ApiSettings
 from engine.config import EngineConfig
 
 # How often each replica's headroom reaches the routers: a new stream every few tenths of a
@@ -82,13 +82,13 @@ def routing_stats(app) -> dict:
     total = max(1, stats.kv_blocks_total)
     ready = engine.is_ready and engine.failure is None
     return {AT: time.time(), READY: ready, ROOM: app.state.early_refusal.room_left(stats) if ready else 0,
-            UNTIL_ROOM: stats.seconds_until_room, KV_FREE: 1.0 - stats.kv_blocks_used / total}
+            UNTIL_ROOM: stats.room.seconds_until, KV_FREE: 1.0 - stats.kv_blocks_used / total}
 
 
 def chorus_application(spec: ReplicaSpec, num_replicas: int | str | None = None,
                        autoscaling_config: dict | None = None) -> Application:
     """The Chorus Serve application: `num_replicas` fixed replicas, or `autoscaling_config`
-    (Ray's; see README "Scaling out"), each with its own engine as `spec` says."""
+    (Ray's; see docs/operations.md "Scaling out"), each with its own engine as `spec` says."""
     actor_options = {"num_cpus": spec.num_cpus, "num_gpus": spec.num_gpus}
 
     def replica_app() -> FastAPI:  # Serve calls it in each replica

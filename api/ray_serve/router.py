@@ -1,17 +1,18 @@
 """Which replica a new speech goes to: the one with the most room for another stream.
 
 Ray Serve's own router balances requests in flight, but a speech replica's real load is what its
-engine's admission sees: how many streams of the usual size could start now without any running
-stream missing its playback deadline (`room`), how soon there will be room when there is none
-(`until_room`), and its free KV blocks. Each replica reports these (`routing_stats`); the router
-samples two replicas that have room and takes the roomier (power of two choices, so that many
+engine's admission sees: how many streams of the usual size would start by their first audio's
+due time (`room`: the room in time its engine publishes, less what its API started since, the
+very figure its early refusal acts on; capacity/room.py), how soon there will be room when there
+is none (`until_room`), and its free KV blocks. Each replica reports these (`routing_stats`); the
+router samples two replicas that have room and takes the roomier (power of two choices, so that many
 routers acting on the same slightly old reports do not all pile onto one replica), and counts the
 requests it chose each replica for since that replica's report. Replicas whose report is stale come
 after those with room; a replica that would refuse (429) is chosen only when every replica would,
 the one with room soonest first, so the client's 429 carries the shortest Retry-After.
 
-This module imports only the standard library and Ray: the Serve proxy imports it, and must not
-load torch to route a request.
+This module imports only the standard library, Ray and `capacity.room` (pure Python): the Serve
+proxy imports it, and must not load torch to route a request.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from typing import Callable, Hashable, Sequence, TypeVar
 
 from ray.serve.request_router import FIFOMixin, RequestRouter
 
+from capacity.room import room_left
+
 # The keys of a replica's routing stats (api/ray_serve/deployment.py writes them).
 AT, READY, ROOM, UNTIL_ROOM, KV_FREE = "at", "ready", "room", "until_room", "kv_free"
 # Reports older than this (wall-clock seconds) are not trusted: the replica may be stuck.
@@ -34,8 +37,9 @@ Replica = TypeVar("Replica", bound=Hashable)
 
 @dataclass(frozen=True, slots=True)
 class Headroom:
-    """One replica's report: `room` streams of the usual size could start at wall-clock time `at`
-    (0 when none could), or else in `until_room` seconds; `kv_free` is the share of its KV blocks
+    """One replica's report: `room` streams of the usual size would start in time, as of
+    wall-clock time `at` (0 when none would: the replica would refuse), or else in `until_room`
+    seconds; `kv_free` is the share of its KV blocks
     free. A replica that is not `ready` (its engine core is down or restarting) has no room."""
 
     at: float
@@ -76,7 +80,7 @@ def rank_replicas(candidates: Sequence[Replica], headroom: Callable[[Replica], H
     full: list[tuple[float, Replica]] = []
     down: list[Replica] = []
     for replica, report in fresh:
-        room = report.room - routed_since(replica, report.at)
+        room = room_left(report.room, routed_since(replica, report.at))
         if not report.ready:
             down.append(replica)
         elif room > 0:

@@ -11,10 +11,10 @@ import uvicorn
 
 from api.app import create_app
 from api.deepgram.socket import ws_max_size
-from api.http_protocol import BoundedWebSocketProtocol, bounded_h11
-from api.settings import ApiSettings
+from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
+from api.config.settings import ApiSettings
 from model.tiny_random import ensure_tiny_random
-from tests.engine.conftest import engine_config
+from tests.engine.conftest import engine_config, wall_clock_capacity
 
 API_KEY = "test-key"
 # Short utterances: "Hello there." gets (0.5 + 12 * 0.05) s ≈ 1.1 s of audio (≈ 13 frames).
@@ -60,9 +60,12 @@ class LiveServer:
 
 
 def start_server(
-    api_key: str | None = API_KEY, num_blocks: int = 512, settings: dict | None = None, **scheduler
+    api_key: str | None = API_KEY, num_blocks: int = 512, settings: dict | None = None,
+    max_queue_delay: float | None = None, **scheduler
 ) -> LiveServer:
-    config = engine_config(str(ensure_tiny_random()), num_blocks=num_blocks, **scheduler)
+    """A live server of the tiny model; `max_queue_delay` turns admission on (wall_clock_capacity)."""
+    capacity = wall_clock_capacity(max_queue_delay=max_queue_delay)
+    config = engine_config(str(ensure_tiny_random()), num_blocks=num_blocks, capacity=capacity, **scheduler)
     config.num_threads = 1
     return LiveServer(create_app(config, ApiSettings(api_key=api_key, **(settings or FAST_SETTINGS))))
 

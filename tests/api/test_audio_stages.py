@@ -7,9 +7,9 @@ import av
 import numpy as np
 import pytest
 
-from api.audio.encoders import WAV_UNKNOWN_SIZE, make_encoder, pcm16
-from api.audio.resample import StreamingResampler
-from api.audio.tempo import TempoStretcher, atempo_factors
+from api.speech.audio.encoders import WAV_UNKNOWN_SIZE, make_encoder, pcm16
+from api.speech.audio.resample import StreamingResampler
+from api.speech.audio.tempo import TempoStretcher, atempo_factors
 from tests.api.audio_check import decode
 
 RATE = 24000
@@ -142,7 +142,7 @@ def test_g711_streams_one_byte_a_sample_that_decode_to_the_input(law, rate):
 
 
 def test_g711_defaults_to_8khz_and_refuses_other_rates():
-    from api.audio.encoders import default_rate
+    from api.speech.audio.encoders import default_rate
 
     assert default_rate("mulaw", 24000) == default_rate("alaw", 24000) == 8000
     assert default_rate("pcm", 24000) == 24000
@@ -153,7 +153,7 @@ def test_g711_defaults_to_8khz_and_refuses_other_rates():
 def test_telephony_audio_is_band_limited_before_it_is_8khz():
     """A 6 kHz tone has no place below 4 kHz: resampled to 8 kHz it must vanish, not fold back
     to 2 kHz as it would if samples were merely dropped; a 1 kHz tone passes untouched."""
-    from api.audio.pipeline import AudioPipeline
+    from api.speech.audio.pipeline import AudioPipeline
 
     def through_mulaw(x: np.ndarray) -> np.ndarray:
         pipeline = AudioPipeline("mulaw", RATE, 8000, 1.0)

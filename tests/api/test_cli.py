@@ -17,7 +17,7 @@ def test_api_key_flag_and_environment(monkeypatch):
 def test_engine_flags_reach_the_engine_config():
     import argparse
 
-    from api.engine_args import add_engine_args, engine_config_from_args
+    from api.config.engine_args import add_engine_args, engine_config_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_args(parser)
@@ -37,24 +37,20 @@ def test_engine_flags_reach_the_engine_config():
 def test_streaming_flags_set_one_field_each_and_default_to_the_codec():
     import argparse
 
-    from api.engine_args import add_engine_args, engine_config_from_args
+    from api.config.engine_args import add_engine_args, engine_config_from_args
     from engine.audio.config import StreamingConfig
 
     parser = argparse.ArgumentParser()
     add_engine_args(parser)
     assert engine_config_from_args(parser.parse_args([])).streaming == StreamingConfig()
     config = engine_config_from_args(parser.parse_args([
-        "--first-chunk-frames", "2", "--chunk-frames", "16", "--urgent-slack-seconds", "0", "--grow-chunks",
+        "--first-chunk-frames", "2", "--chunk-frames", "16", "--grow-chunks",
         "--left-context-frames", "5", "--lookahead-frames", "3", "--first-lookahead-frames", "2", "--crossfade-samples", "64",
-        "--defer-slack-seconds", "0.5",
     ]))
-    assert config.streaming == StreamingConfig(first_chunk_frames=2, chunk_frames=16, urgent_slack_seconds=0.0,
+    assert config.streaming == StreamingConfig(first_chunk_frames=2, chunk_frames=16,
                                                grow_chunks=True, left_context_frames=5, lookahead_frames=3,
-                                               first_lookahead_frames=2,
-                                               crossfade_samples=64, defer_slack_seconds=0.5)
+                                               first_lookahead_frames=2, crossfade_samples=64)
     assert engine_config_from_args(parser.parse_args(["--no-grow-chunks"])).streaming.grow_chunks is False
-    with pytest.raises(ValueError, match="0: never urgent"):
-        engine_config_from_args(parser.parse_args(["--urgent-slack-seconds", "-1"]))
 
 
 def test_say_speaks_every_segment_through_planning(chorus_cache, tmp_path):
@@ -63,7 +59,7 @@ def test_say_speaks_every_segment_through_planning(chorus_cache, tmp_path):
     import wave
 
     from api.cli import main
-    from api.text_split import plan_texts
+    from api.speech.text_split import plan_texts
     from model.tiny_random import ensure_tiny_random
 
     text = "First one. Second one here. Third one comes now. And a fourth to end it."

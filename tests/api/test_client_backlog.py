@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from api.backpressure import ClientBacklog
+from api.speech.backpressure import ClientBacklog
 
 RATE = 100  # samples a second: 1 s is 100 samples
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.catalog import Catalog
+from api.speech.catalog import Catalog
 from api.deepgram.formats import REST_ENCODINGS, SOCKET_ENCODINGS, InvalidAudioQuery, audio_choice
 from api.deepgram.voices import FEMININE, MASCULINE, UnknownModel, deepgram_voice
 

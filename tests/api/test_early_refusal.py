@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from api.early_refusal import EarlyRefusal
+from api.speech.early_refusal import EarlyRefusal
+from capacity.room import Room
 from engine.errors import RequestRejected
 from engine.outputs import EngineStats
 
@@ -33,9 +34,9 @@ def stats(running: int, room: int, queued: int = 0, wait: float = 2.5, taken_at:
           room_now: int | None = None) -> EngineStats:
     """A report with `room` speeches that would start in time (`room_now` of them at once: all
     unless told)."""
-    return EngineStats(num_running=running, num_queued=queued, room_streams=room if room_now is None else room_now,
-                       room_in_time=room, seconds_until_room=wait,
-                       taken_at=time.monotonic() if taken_at is None else taken_at)
+    now = room if room_now is None else room_now
+    room = Room(now, room, 0.0 if now else wait, time.monotonic() if taken_at is None else taken_at)
+    return EngineStats(num_running=running, num_queued=queued, room=room)
 
 
 def test_room_passes_and_a_full_engine_refuses_with_its_projected_wait():
@@ -52,7 +53,7 @@ def test_a_speech_that_would_wait_in_the_queue_is_not_refused_here():
     lets it through to be prepared (the engine queues it); a second one finds that room taken."""
     gate = busy_gate()
     report = stats(running=6, room=1, room_now=0, wait=0.4)
-    assert gate.room_left(report) == 0 and gate.room_in_time_left(report) == 1
+    assert gate.room_left(report) == 1
     gate.check(report)
     with gate.start(Speech()):
         with pytest.raises(RequestRejected) as info:

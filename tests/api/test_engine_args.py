@@ -1,22 +1,31 @@
-"""The admission and deadline flags map onto SchedulerConfig, 'none' turning each off."""
+"""The capacity flags (admission and slack thresholds) map onto CapacityConfig, 'none' turning
+admission and skipping off."""
 from __future__ import annotations
 
 import argparse
 
 import pytest
 
-from api.engine_args import add_engine_args, engine_config_from_args
+from api.config.engine_args import add_engine_args, engine_config_from_args
+from capacity.config import CapacityConfig
 
 
 def parse(*argv: str):
     parser = argparse.ArgumentParser()
     add_engine_args(parser)
-    return engine_config_from_args(parser.parse_args(list(argv))).scheduler
+    return engine_config_from_args(parser.parse_args(list(argv))).capacity
 
 
 def test_defaults_are_the_config_defaults():
-    scheduler = parse()
-    assert (scheduler.max_queue_delay, scheduler.skip_slack_seconds) == (1.0, 4.0)
+    assert parse() == CapacityConfig()
+
+
+def test_the_audio_thresholds_default_to_the_codecs_and_each_flag_sets_its_field():
+    assert (parse().urgent_slack_seconds, parse().defer_slack_seconds) == (None, None)
+    set_ = parse("--urgent-slack-seconds", "0", "--defer-slack-seconds", "0.5", "--feed-slack-seconds", "0.25")
+    assert (set_.urgent_slack_seconds, set_.defer_slack_seconds, set_.feed_slack_seconds) == (0.0, 0.5, 0.25)
+    with pytest.raises(ValueError, match="0: never urgent"):
+        parse("--urgent-slack-seconds", "-1")
 
 
 def test_flags_set_their_fields_and_none_turns_them_off():

@@ -1,23 +1,23 @@
 """Malformed HTTP input (query values no header can carry, JSON nested past any parser's depth,
 bodies that stall) is a 4xx in the route's own error shape: never a 500, never a dropped
 connection. The middlewares are driven in-process (no engine: they answer before any route
-runs); what depends on uvicorn's header encoding, or on a route, runs against the live server."""
+runs); what depends on uvicorn's header encoding, or on a route, runs against the live server
+(tests/api/live/test_malformed_input.py)."""
 from __future__ import annotations
 
 import asyncio
 import json
 
-import httpx
 import pytest
-import websockets
 from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from api.app import create_app
-from api.body_limit import BodySizeLimitMiddleware
+from api.http.body_limit import BodySizeLimitMiddleware
 from api.deepgram.errors import DeepgramError
-from api.errors import error_type, quoted
-from api.query_check import QueryFault, check_query
-from api.settings import ApiSettings
+from api.http.quoting import quoted
+from api.openai.errors import error_type
+from api.http.query_check import QueryFault, check_query
+from api.config.settings import ApiSettings
 from tests.api.conftest import API_KEY, speech_body
 from tests.engine.conftest import engine_config
 
@@ -87,32 +87,6 @@ def test_the_socket_handshake_is_denied_in_process_too(client, value):
     assert "'model'" in assert_deepgram_error(info.value, 400, "INVALID_QUERY_PARAMETER")
 
 
-@pytest.mark.parametrize("param", QUERY_PARAMS)
-@pytest.mark.parametrize("value", REFUSED_VALUES)
-def test_rest_speak_refuses_the_value_with_400_naming_the_parameter(server, param, value):
-    # Live: the old answer to these was a 500 (a header value past Latin-1) or, for CR LF and
-    # NUL, a connection closed with no answer at all (h11 refuses to send such a header).
-    response = httpx.post(f"{server.url}/v1/speak?{param}={value}", json={"text": "Hi."}, headers=DEEPGRAM_AUTH)
-    assert repr(param) in assert_deepgram_error(response, 400, "INVALID_QUERY_PARAMETER")
-
-
-@pytest.mark.parametrize("param", QUERY_PARAMS)
-@pytest.mark.parametrize("value", REFUSED_VALUES)
-def test_the_socket_handshake_refuses_the_value_with_an_http_400(server, param, value):
-    url = f"{server.url.replace('http', 'ws')}/v1/speak?{param}={value}"
-
-    async def handshake():
-        async with websockets.connect(url, additional_headers=DEEPGRAM_AUTH, open_timeout=10):
-            pass
-
-    with pytest.raises(websockets.exceptions.InvalidStatus) as info:
-        asyncio.run(handshake())
-    response = info.value.response
-    assert response.status_code == 400 and response.headers["dg-error"] == "Invalid query parameter"
-    body = json.loads(response.body)
-    assert body["err_code"] == "INVALID_QUERY_PARAMETER" and repr(param) in body["err_msg"]
-
-
 # --- headers and messages hold nothing of the request's raw -----------------------------------
 
 def test_dg_error_is_a_fixed_phrase_and_the_body_keeps_the_message():
@@ -134,24 +108,6 @@ def test_a_quoted_value_is_escaped_and_cut():
     assert (quoted(None), quoted(5), quoted([1] * 40)) == ("None", "5", repr([1] * 40)[:64] + "…")
 
 
-def test_a_route_error_quoting_the_request_keeps_it_out_of_the_headers(server):
-    model = "aura-2-" + "é" * 100 + "-en"  # Latin-1, so past the query check, to the route's error
-    response = httpx.post(f"{server.url}/v1/speak", params={"model": model}, json={"text": "Hi."}, headers=DEEPGRAM_AUTH)
-    assert_deepgram_error(response, 400, "UNKNOWN_MODEL")
-    assert all("é" not in value for value in response.headers.values())
-    speed = "9" * 500
-    response = httpx.post(f"{server.url}/v1/speak", params={"speed": speed}, json={"text": "Hi."}, headers=DEEPGRAM_AUTH)
-    message = assert_deepgram_error(response, 400, "INVALID_QUERY_PARAMETER")
-    assert quoted(speed) in message and speed not in message
-
-
-def test_a_well_formed_request_is_still_spoken(server):
-    response = httpx.post(f"{server.url}/v1/speak?model=aura-2-thalia-en&encoding=linear16&sample_rate=16000",
-                          json={"text": "Hi."}, headers=DEEPGRAM_AUTH, timeout=60)
-    assert response.status_code == 200 and response.headers["dg-model-name"] == "aura-2-thalia-en"
-    assert response.content.startswith(b"RIFF")
-
-
 # --- JSON bodies --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("raw", [
@@ -169,13 +125,6 @@ def test_json_a_parser_cannot_take_is_400_in_deepgrams_shape(client, headers):
     raw = '{"text": "Hi.", "x": ' + nested(DEEP) + "}"
     message = assert_deepgram_error(client.post("/v1/speak", content=raw, headers=headers), 400, "INVALID_JSON")
     assert "nests more than" in message
-
-
-def test_the_speak_route_bounds_a_body_of_any_declared_type(server):
-    # text/plain is no JSON type, so the body check leaves it to the route, which parses it anyway.
-    raw = '{"text": "Hi.", "x": ' + nested(DEEP) + "}"
-    response = httpx.post(f"{server.url}/v1/speak", content=raw, headers={**DEEPGRAM_AUTH, "content-type": "text/plain"})
-    assert "nests more than" in assert_deepgram_error(response, 400, "INVALID_JSON")
 
 
 def test_a_body_over_the_limit_is_413_in_deepgrams_shape(client):

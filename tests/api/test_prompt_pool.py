@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from api.metrics import PromptPoolMetrics
-from api.prompt_pool import PromptPool
+from api.http.metrics import PromptPoolMetrics
+from api.speech.prompt_pool import PromptPool
 from model.families.base import SpeechPrompt, VoiceNotFoundError
 
 
@@ -152,11 +152,11 @@ def test_later_segments_leave_a_worker_free_for_a_first_one():
 
 
 def test_the_heap_is_given_back_each_time_the_pool_goes_idle_and_never_while_jobs_wait(monkeypatch):
-    import api.prompt_pool
+    import api.speech.prompt_pool
 
     prepare = GatedPrepare()
     trims: list[list[str]] = []  # what had run by each trim
-    monkeypatch.setattr(api.prompt_pool, "give_back_memory", lambda: trims.append(list(prepare.ran)))
+    monkeypatch.setattr(api.speech.prompt_pool, "give_back_memory", lambda: trims.append(list(prepare.ran)))
 
     async def main():
         async with PromptPool(prepare, workers=1, metrics=PromptPoolMetrics()) as pool:
@@ -175,6 +175,6 @@ def test_the_heap_is_given_back_each_time_the_pool_goes_idle_and_never_while_job
 
 
 def test_giving_back_the_heap_works_on_this_c_library():
-    from api.heap import give_back_memory
+    from api.speech.heap import give_back_memory
 
     assert give_back_memory()  # glibc on every machine this project runs on

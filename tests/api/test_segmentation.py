@@ -8,13 +8,13 @@ import re
 import numpy as np
 import pytest
 
-from api.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner
-from api.prompt_pool import PromptPool
-from api.settings import ApiSettings
-from api.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
-from api.text_split import UncuttableText, plan_texts
-from benchmarks.data import eval_sentences
+from api.speech.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner
+from api.speech.prompt_pool import PromptPool
+from api.config.settings import ApiSettings
+from api.speech.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
+from api.speech.text_split import UncuttableText, plan_texts
 from engine.outputs import AudioChunk, EngineLimits, RequestMetrics
+from evaluation import eval_sentences
 from model.config import ModelConfig
 from model.families.base import PromptTooLong, SpeechPrompt
 from model.loader import load_frontend

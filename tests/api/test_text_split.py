@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.text_split import SENTENCE, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
+from api.speech.text_split import SENTENCE, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
 
 WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
 # Sentences and clauses of up to 40 words, so that first sentences over 30 words occur.

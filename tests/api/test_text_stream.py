@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.text_stream import TextStream
+from api.speech.text_stream import TextStream
 
 REPLY = ("Sure, I can help you with that. Your order shipped on Monday, and it should arrive by "
          "Thursday at the latest, unless the carrier runs into delays that we cannot foresee right now, "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.word_timeline import WordTimeline, word_events
+from api.speech.word_timeline import WordTimeline, word_events
 from model.families.base import SpokenWord
 
 RATE = 1000

@@ -1,0 +1,87 @@
+"""The flags of `chorus serve`, and the API settings they ask for: shared by the server and by
+each Ray Serve replica (api/ray_serve/), which reads the very flags the server was given."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+
+from api.config.engine_args import add_engine_args
+from api.http.protocol import DEFAULT_HEAD_TIMEOUT_SECONDS
+from api.http.server import DEFAULT_DRAIN_TIMEOUT_SECONDS
+from api.config.settings import ApiSettings
+
+
+def add_serve_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("CHORUS_API_KEY"),
+        help="require 'Authorization: Bearer KEY' on /v1 and /metrics (default: $CHORUS_API_KEY)",
+    )
+    parser.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
+                        help="close a connection whose request line and headers take longer than this")
+    parser.add_argument("--body-timeout-seconds", type=float, default=ApiSettings().body_timeout_seconds,
+                        help="answer 408 to a request whose body takes longer than this to arrive")
+    parser.add_argument("--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT_SECONDS,
+                        help="on SIGTERM, seconds to let speeches in flight finish before ending them")
+    parser.add_argument("--enable-docs", action="store_true",
+                        help="serve FastAPI's /docs and /redoc pages (they load JavaScript from a CDN)")
+    parser.add_argument("--replicas", type=int, default=None,
+                        help="serve through Ray Serve with this many replicas, each its own engine, behind one "
+                             "endpoint at --host/--port (needs `pip install chorus-tts[ray]`; "
+                             "docs/operations.md \"Scaling out\")")
+    parser.add_argument("--replica-cpus", type=float, default=1.0,
+                        help="with --replicas: CPUs Ray reserves for each replica")
+    parser.add_argument("--replica-gpus", type=float, default=0.0,
+                        help="with --replicas: GPUs Ray gives each replica (1 on a GPU machine)")
+    add_prompt_args(parser)
+    add_limit_args(parser)
+    add_engine_args(parser)
+
+
+# The limits on one request's cost and on the speak socket (docs/operations.md, "Limits"): each
+# an ApiSettings field of the same name, whose default the flag takes.
+LIMIT_FLAGS = {
+    "max_segment_words": "the most words of one segment (an engine request) of a speech",
+    "max_prompt_tokens": "the most tokens of one segment's prompt: longer ones are cut before they are prepared",
+    "first_segment_max_tokens": "the same for a speech's first segment, whose first audio waits on it",
+    "max_word_chars": "the longest run of characters without whitespace an input may hold (400 beyond)",
+    "socket_max_speak_chars": "the most characters of text one speak-socket Speak message may carry",
+    "socket_max_turn_chars": "the most characters of text one speak-socket turn (between Flushes) may carry",
+    "socket_max_message_bytes": "the largest speak-socket message, in bytes",
+    "socket_idle_seconds": "close a speak socket with no message and nothing to send for this long",
+    "socket_send_timeout_seconds": "close a speak socket whose client reads nothing for this long",
+}
+
+
+def add_limit_args(parser: argparse.ArgumentParser) -> None:
+    defaults = ApiSettings()
+    for name, help_text in LIMIT_FLAGS.items():
+        default = getattr(defaults, name)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default,
+                            help=f"{help_text} (default {default:g})")
+
+
+def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
+    """The API settings `chorus serve` flags ask for (also each Ray Serve replica's)."""
+    limits = {name: getattr(args, name) for name in LIMIT_FLAGS}
+    return ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
+                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds, **limits)
+
+
+def add_prompt_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prompt-workers", type=int, default=ApiSettings().prompt_workers,
+        help="threads preparing prompts (text to phonemes, durations), first segments before later ones "
+             "(default 2: with one, a speech's first segment waits whenever another speech's segment is "
+             "being prepared; see docs/operations.md \"Prompt workers\")",
+    )
+
+
+def parse_serve_flags(flags: list[str] | str) -> argparse.Namespace:
+    """`chorus serve`'s flags (a list, or one shell-quoted string) as the server reads them."""
+    parser = argparse.ArgumentParser(prog="chorus serve")
+    add_serve_args(parser)
+    return parser.parse_args(shlex.split(flags) if isinstance(flags, str) else flags)

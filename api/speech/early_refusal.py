@@ -1,0 +1,79 @@
+"""Refusing a new speech before its prompt is prepared, when the engine has no room for it.
+
+The engine's admission decides with the prepared prompt in hand (capacity/admission.py), but
+preparing a prompt costs tens of milliseconds of CPU: under heavy overload, preparing requests
+only for the engine to refuse them took a whole core from the streams it serves (64 closed-loop
+streams on the 2-core machine: 87 % refused, and only 54 % of the admitted streams viable), and
+in a burst the last refusals came only after everyone's prompt had been prepared (p99 0.76 s).
+So the API first compares the room the engine last reported (how many requests of the usual
+size would start by their first audio's due time, at once or after waiting in its queue: the
+`Room` it publishes, capacity/room.py) with what this API has started since.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from contextlib import contextmanager
+from typing import Iterator
+
+from api.speech.synthesis import SegmentedSynthesis
+from capacity.room import room_left
+from engine.errors import RequestRejected
+from engine.outputs import EngineStats
+
+
+class EarlyRefusal:
+    """Invariant: a speech is refused here only while admission is on, this API has a speech in
+    flight (the engine, which serves this API alone, is not idle), and the speeches being
+    started by this API plus those admitted since the engine's last report already fill the room
+    it reported for speeches that would start by their first-audio deadline, waiting in its
+    queue if need be (a speech it would queue rather than refuse goes on to be prepared);
+    `starting` counts the speeches between this check and the engine's answer to their first
+    segment, `active` those admitted and not yet closed."""
+
+    def __init__(self, admission_on: bool) -> None:
+        self.admission_on = admission_on
+        self.starting = 0
+        self.active = 0
+        self.refused = 0  # since the server started
+        self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
+
+    def room_left(self, stats: EngineStats) -> int:
+        """How many more speeches of the usual size would start by their first audio's due time,
+        at once or after waiting (0: this API refuses): the engine's published room in time less
+        what this API started since (what the Ray router compares, too)."""
+        taken = self.starting + sum(1 for at in self._admitted if at >= stats.room.taken_at)
+        # NOTE: the report may be a quarter of a second old: a client that sends its next request
+        # the moment its last one ends must not be refused for a stream that is gone.
+        if not self.admission_on or self.starting + self.active == 0 or \
+                stats.num_running + stats.num_queued + taken == 0:
+            return max(1, room_left(stats.room.in_time, taken))
+        return room_left(stats.room.in_time, taken)
+
+    def check(self, stats: EngineStats) -> None:
+        """Raises RequestRejected ("overloaded", with the engine's projected wait) when full."""
+        if self.room_left(stats) > 0:
+            return
+        self.refused += 1
+        raise RequestRejected(
+            f"the engine has no room for another stream ({stats.num_running} running, {self.starting} starting); "
+            f"retry in {stats.room.seconds_until:.1f} s",
+            "overloaded", stats.room.seconds_until,
+        )
+
+    @contextmanager
+    def start(self, synthesis: SegmentedSynthesis) -> Iterator[None]:
+        """Counts `synthesis` as starting while the body runs (its first segment's preparation
+        and the engine's answer to it), and when the body completes, as admitted and active
+        until it closes."""
+        self.starting += 1
+        try:
+            yield
+            self._admitted.append(time.monotonic())
+            self.active += 1
+            synthesis.on_close.append(self._ended)
+        finally:
+            self.starting -= 1
+
+    def _ended(self) -> None:
+        self.active -= 1

@@ -1,0 +1,215 @@
+"""Turns one speech's text into engine requests that each fit the model's context: segments cut
+by text alone (api/speech/text_split.py), each prepared in the prompt pool only when its turn is near."""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+
+from api.speech.prompt_pool import PromptPool
+from api.config.settings import ApiSettings
+from api.speech.synthesis import Segment
+from api.speech.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
+from engine.outputs import EngineLimits
+from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
+from model.sampling import SamplingParams
+
+# A too-long segment is cut this far below the share of it that would fit, so that the head
+# fits the first time despite the prompt's length not being exactly proportional to the text's.
+_CUT_MARGIN = 0.9
+# Speech per character of text, as conversational English runs (joe: 0.06-0.08 over the eval
+# sentences): what the segments not prepared yet are expected to take.
+SPOKEN_SECONDS_PER_CHAR = 0.07
+# A segment expected to speak for less than this has the next one prepared as soon as it is
+# handed out; a longer one only when it starts streaming (when the synthesis asks for the next),
+# so that preparing the next does not take the CPU from its first audio. From then on the next
+# has this long, less its own first audio, to be ready: preparing a sentence took 24 ms idle and
+# up to ~200 ms at 16 streams on the 2-core machine, its first audio about as much again.
+PREPARE_AHEAD_BELOW_SECONDS = 1.5
+
+
+class NothingToSpeak(UnspeakableText):
+    """No segment of the speech has anything the front end can speak (only punctuation)."""
+
+
+# What `_prepared` returns for a piece whose prompt was over the token limit (it has been cut).
+_REPLACED = object()
+
+
+@dataclass(slots=True)
+class _Planned:
+    text: str
+    index: int  # the planned segment it is (a piece of): its place in the order of need
+    job: asyncio.Future | None = None
+
+
+class SpeechSegments:
+    """One speech's segments, prepared in order, each when the one before it is handed out if
+    that one is short (PREPARE_AHEAD_BELOW_SECONDS), else when `next` asks for it.
+    Invariants: `next` hands out the text's segments in order, each once, each with a prompt
+    that fits the engine's context and the prompt-token limit (a segment whose prompt would not
+    is cut, and only its pieces are prepared again; a single character over it raises
+    UncuttableText); pieces with nothing to speak are dropped, and if every piece is, the first
+    `next` raises NothingToSpeak; at most one segment is prepared ahead of those handed out;
+    `close` cancels every preparation still pending.
+
+    A live speech (`complete=False`: text still arriving, e.g. over the speak WebSocket) gets
+    its texts through `extend` and ends with `finish`; until then `next` waits for more.
+    """
+
+    def __init__(self, planner: SegmentPlanner, texts: list[str], voice: str, speed: float,
+                 params: SamplingParams, complete: bool = True) -> None:
+        self._planner = planner
+        self._voice = voice
+        self._speed = speed
+        self._params = params
+        self._arrival = planner.pool.next_arrival()
+        self._pending: deque[_Planned] = deque()
+        self._planned = 0
+        self._handed_out = 0
+        self._complete = complete
+        self._more = asyncio.Event()
+        self.extend(texts)
+
+    def extend(self, texts: list[str]) -> None:
+        """More text of a live speech, in order (its preparation starts now if it is next)."""
+        if self._complete and self._planned:
+            raise RuntimeError("the speech is complete: no more text")
+        for text in texts:
+            self._pending.append(_Planned(text, self._planned))
+            self._planned += 1
+        if texts and self._handed_out:
+            self._submit(self._pending[0])  # the next one is needed as soon as the last ends
+        self._more.set()
+
+    def finish(self) -> None:
+        """No more text: `next` returns None once the texts already given are handed out."""
+        self._complete = True
+        self._more.set()
+
+    async def next(self) -> Segment | None:
+        """The next segment, prepared; None after the last (of a live speech: once finished)."""
+        while True:
+            while self._pending:
+                planned = self._pending[0]
+                prompt = await self._prepared(planned)
+                if prompt is _REPLACED:
+                    continue  # its pieces have taken its place
+                self._pending.popleft()
+                segment = None if prompt is None else self._fitted(planned, prompt)
+                if segment is not None:
+                    self._handed_out += 1
+                    if self._pending and self._spoken_seconds(segment) < PREPARE_AHEAD_BELOW_SECONDS:
+                        self._submit(self._pending[0])  # ahead of need: ready before this one ends
+                    return segment
+            if self._complete:
+                break
+            self._more.clear()
+            await self._more.wait()
+        if not self._handed_out:
+            raise NothingToSpeak("nothing to speak in the input")
+        return None
+
+    def outputs_after(self) -> int:
+        chars = sum(len(planned.text) for planned in self._pending)
+        return round(chars * SPOKEN_SECONDS_PER_CHAR * self._planner.limits.outputs_per_second)
+
+    def close(self) -> None:
+        for planned in self._pending:
+            if planned.job is not None:
+                planned.job.cancel()
+
+    def _fitted(self, planned: _Planned, prompt: SpeechPrompt) -> Segment | None:
+        """The segment when its prompt and outputs fit the context; else None, its text cut in two
+        pieces that take its place at the front (a single character is left to the engine, which
+        refuses it by name)."""
+        budget = self._output_budget(planned.text)
+        expected = self._planner.frontend.expected_outputs(prompt)
+        needed = len(prompt.token_ids) + (budget if expected is None else expected)
+        context = self._planner.limits.context_tokens
+        if needed <= context or len(planned.text) < 2:
+            return Segment(planned.text, self._params.replace(max_tokens=budget), prompt)
+        self._cut(planned, context / needed)
+        return None
+
+    def _cut(self, planned: _Planned, share: float) -> None:
+        """Puts the two pieces of `planned` (the first about `share` of it) in its place at the
+        front of the queue; it must have been popped already."""
+        head, tail = cut_near(planned.text, int(len(planned.text) * share * _CUT_MARGIN))
+        self._pending.extendleft([_Planned(tail, planned.index), _Planned(head, planned.index)])
+
+    def _submit(self, planned: _Planned) -> None:
+        if planned.job is None:
+            first = not self._handed_out
+            planned.job = self._planner.pool.submit(
+                planned.text, self._voice, self._speed, arrival=self._arrival, index=planned.index,
+                first=first, max_tokens=self._planner.token_limit(first),
+            )
+
+    async def _prepared(self, planned: _Planned):
+        """The piece's prompt; None when the front end finds nothing to speak in it; _REPLACED when its
+        prompt would be over the token limit, and it has been replaced by its pieces."""
+        self._submit(planned)
+        try:
+            return await planned.job
+        except VoiceNotFoundError:
+            raise
+        except PromptTooLong as exc:
+            if len(planned.text) < 2:
+                raise UncuttableText(f"the character {planned.text!r} alone makes a prompt of {exc.tokens} "
+                                     f"tokens; at most {exc.limit}") from None
+            self._pending.popleft()
+            self._cut(planned, exc.limit / exc.tokens)
+            return _REPLACED
+        except ValueError:
+            return None
+
+    def _spoken_seconds(self, segment: Segment) -> float:
+        expected = self._planner.frontend.expected_outputs(segment.prompt)
+        if expected is None:
+            return len(segment.text) * SPOKEN_SECONDS_PER_CHAR
+        return expected / self._planner.limits.outputs_per_second
+
+    def _output_budget(self, text: str) -> int:
+        """The text's output budget (what an Orpheus request may produce), within the params'."""
+        rate = self._planner.limits.outputs_per_second
+        return min(self._params.max_tokens, self._planner.settings.max_tokens_for(text, rate))
+
+
+class SegmentPlanner:
+    """Plans every speech of one engine: the text cut and the segment sizes from `settings`, the
+    fit against the engine's `limits`, the prompts from `pool`. Holds no per-speech state."""
+
+    def __init__(self, pool: PromptPool, frontend: PromptFrontend, settings: ApiSettings,
+                 limits: EngineLimits) -> None:
+        self.pool = pool
+        self.frontend = frontend
+        self.settings = settings
+        self.limits = limits
+
+    async def plan(self, text: str, voice: str, speed: float = 1.0,
+                   params: SamplingParams | None = None) -> SpeechSegments:
+        """The speech's segments, none prepared yet. `params` (default: the model's) apply to
+        every segment, each with its own output budget. The text is cut on a worker thread (its
+        cost grows with the text; the event loop serves every other stream). Raises
+        UncuttableText for a text with a run of characters too long to cut."""
+        texts = await asyncio.to_thread(self.texts, text)
+        return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())
+
+    def token_limit(self, first: bool) -> int:
+        """The most tokens a segment's prompt may have: the settings' bound on preparation's cost
+        (a lower one for a speech's first segment, whose first audio waits on it, as any speech's
+        arriving after it does), always with room for an output in the engine's context."""
+        bound = self.settings.first_segment_max_tokens if first else self.settings.max_prompt_tokens
+        return max(1, min(bound, self.limits.context_tokens - 1))
+
+    def texts(self, text: str) -> list[str]:
+        """`text` cut into segments within the settings' bounds (linear in the text)."""
+        settings = self.settings
+        check_runs(text, settings.max_word_chars)
+        return plan_texts(text, settings.first_segment_max_words, settings.max_segment_chars, settings.max_segment_words)
+
+    def plan_live(self, voice: str, speed: float = 1.0, params: SamplingParams | None = None) -> SpeechSegments:
+        """A speech whose text arrives while it plays: `extend` it with ready segments (cut by
+        api/speech/text_stream.py) and `finish` it."""
+        return SpeechSegments(self, [], voice, speed, params or self.frontend.default_sampling(), complete=False)
