@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.data import eval_sentences
 from benchmarks.report import machine_line, write_report_json
 from benchmarks.server_process import chorus_server, free_port
 from benchmarks.throughput import machine_info
 from benchmarks.trace import RequestTrace, is_viable, percentile_or_none
+from evaluation import eval_sentences
 
 SAMPLE_RATE = 24000
 BYTES_PER_SAMPLE = 2

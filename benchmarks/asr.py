@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from api.audio.resample import StreamingResampler
+from api.speech.audio.resample import StreamingResampler
 
 ASR_RATE = 16000
 ASR_FRAMES_PER_SECOND = 100

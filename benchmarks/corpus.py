@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from api.settings import ApiSettings
+from api.config.settings import ApiSettings
 from model.families.orpheus.layout import FRAME_TOKENS
 
 # (share of requests, fewest words, most words): short replies, sentences, paragraphs.

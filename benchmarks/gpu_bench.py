@@ -13,41 +13,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from benchmarks.gpu_checkpoint import ORPHEUS_3B, TINY, LlamaShape, write_random_checkpoint
+from benchmarks.gpu_checkpoint import ORPHEUS_3B, TINY, write_random_checkpoint
 from benchmarks.gpu_checks import check_attention, check_codec_graphs, check_graph_sampling, check_step
 from benchmarks.gpu_load import baseline_sweep, engine_sweep
+from benchmarks.gpu_plan import Plan
 from model.attention import AttentionMetadata, get_attention_backend
 
 HBM_BYTES_PER_S = 4.3e12  # measured device-to-device copy rate on the H200 (GPU.md)
-
-
-@dataclass(slots=True, frozen=True)
-class Plan:
-    """Sizes of one run: `tiny` runs on the CPU with the reference attention and no graphs."""
-
-    shape: LlamaShape
-    device: torch.device
-    attention: str
-    decode_batches: tuple[int, ...]
-    decode_context: int
-    concurrency: tuple[int, ...]
-    baseline_concurrency: tuple[int, ...]
-    frames_per_request: int
-    requests_per_client: int
-    fusion_batches: tuple[int, ...]
-    prefill_backends: tuple[str, ...]
-    prefill: tuple[int, int, int]  # sequences, new tokens each, cached tokens each
-    block_size: int = 16
-
-    @property
-    def tiny(self) -> bool:
-        return self.device.type == "cpu"
 
 
 FULL = dict(shape=ORPHEUS_3B, attention="triton", decode_batches=(1, 8, 64, 256), decode_context=512,

@@ -5,7 +5,7 @@ speak-socket sessions that record how the server answered and how the connection
 the cases built of them: one input alone on one route, and the issue's malformed requests.
 
 Shared by the reliability benchmark's hostile phase (benchmarks/reliability.py) and the
-hostile-input tests (tests/api/test_hostile_inputs.py). Only 127.0.0.1 is ever targeted.
+hostile-input tests (tests/api/live/test_hostile_inputs.py). Only 127.0.0.1 is ever targeted.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from typing import Awaitable, Callable, Sequence, Union
 
 import httpx
 
-from api.schemas import MAX_INPUT_CHARS
-from benchmarks.data import eval_sentences
+from api.openai.schemas import MAX_INPUT_CHARS
 from benchmarks.server_process import ServerProcess, chorus_server, free_port
-from scheduler.overrun import nearest_rank
+from evaluation import eval_sentences
+from capacity.overrun import nearest_rank
 
 RSS_SAMPLE_S = 0.05
 HEALTH_PROBE_S = 0.02

@@ -13,9 +13,9 @@ import time
 from typing import Callable
 
 from benchmarks.corpus import BenchRequest
-from benchmarks.data import eval_sentences
 from benchmarks.http_drivers import HttpDriver
 from benchmarks.trace import RequestTrace
+from evaluation import eval_sentences
 
 
 def input_length_texts() -> tuple[list[str], str]:

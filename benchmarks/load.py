@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from api.engine_args import add_engine_args, engine_config_from_args
+from api.config.engine_args import add_engine_args, engine_config_from_args
 from benchmarks.capacity import CapacityCriteria, capacity
 from benchmarks.corpus import BenchRequest, CorpusConfig, build_corpus
 from benchmarks.drivers import Driver, EngineDriver
@@ -115,7 +115,7 @@ def short_line(level: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="chorus bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="chorus-bench bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     run = parser.add_argument_group("benchmark")
     run.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Profiles `chorus serve` under load with py-spy; writes a flame graph (SVG), a speedscope JSON and
-# a `py-spy dump` of the engine core to benchmarks/results/profile-<date>.*
+# a `py-spy dump` of the engine core to <out>/profile-<date>.* (default: the benchmarks package's
+# results/, where `chorus-bench bench` writes too)
 #
-#   benchmarks/profile.sh [--streams 8] [--seconds 30] [-- extra `chorus serve` flags]
-#   (also: chorus profile ...)
+#   chorus-bench profile [--streams 8] [--seconds 30] [--out DIR] [-- extra `chorus serve` flags]
+#   (also: python -m benchmarks profile ..., or benchmarks/profile.sh ... in a source tree)
 #
 # py-spy follows the engine core process with --subprocesses; it needs ptrace rights (root, or
 # CAP_SYS_PTRACE in a container). Only 127.0.0.1 is used; everything stops by itself.
 set -euo pipefail
-# The interpreter with Chorus installed (`chorus profile` passes its own).
+# The interpreter with Chorus installed (`chorus-bench profile` passes its own).
 PY="${PYTHON:-python}"
 # py-spy installed beside that interpreter (a venv's bin/) when it is not on PATH.
 PYSPY="$(dirname "$(command -v "$PY")")/py-spy"
@@ -18,22 +19,26 @@ STREAMS=8
 SECONDS_UNDER_LOAD=30
 PORT=${CHORUS_PROFILE_PORT:-8077}
 RATE=100
+# This script ships inside the benchmarks package: its folder's parent holds the packages (the source
+# tree, or site-packages when installed). No cd: relative paths among the serve flags stay the caller's.
+PACKAGES=$(cd "$(dirname "$0")/.." && pwd)
+OUT="$PACKAGES/benchmarks/results"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --streams) STREAMS=$2; shift 2 ;;
     --seconds) SECONDS_UNDER_LOAD=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --) shift; break ;;
     *) echo "unknown flag $1 (serve flags go after --)" >&2; exit 2 ;;
   esac
 done
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT="$ROOT/benchmarks/results"
+export PYTHONPATH="$PACKAGES${PYTHONPATH:+:$PYTHONPATH}"
 STAMP=$(date -u +%Y-%m-%d-%H%M)
 STEM="$OUT/profile-$STAMP"
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
-cd "$ROOT"
 
 # The load is Orpheus-shaped (voice tara): tiny-random unless a later --model overrides it.
 "$PY" -m api.cli serve --host 127.0.0.1 --port "$PORT" --model tiny-random "$@" >"$WORK/server.log" 2>&1 &

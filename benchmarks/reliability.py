@@ -44,13 +44,13 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.data import eval_sentences
 from benchmarks.hostile import (IDLE_WAIT_S, ROUTES, HealthProbe, RestartingServer, RssSampler, alone, failed,
                                 idle_socket, largest_inputs, malformed_requests, never_reading_socket, read_speech,
                                 rss_mb, speak_script, speech, ws_url)
 from benchmarks.report import machine_line, write_report_json
 from benchmarks.server_process import chorus_server, free_port
 from benchmarks.throughput import machine_info
+from evaluation import eval_sentences
 
 QUICK = {"storm_requests": 50, "soak_seconds": 20.0, "hostile_read_seconds": 2.0}
 # The reliability issue's targets.

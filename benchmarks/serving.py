@@ -28,7 +28,6 @@ from typing import Callable
 from tqdm import tqdm
 
 from benchmarks.corpus import BenchRequest
-from benchmarks.data import eval_sentences, paragraphs
 from benchmarks.http_drivers import HttpDriver, chorus_driver, connection_floor
 from benchmarks.input_length import input_length_run
 from benchmarks.peers import piper_driver, piper_server
@@ -36,6 +35,7 @@ from benchmarks.server_process import ServerProcess, chorus_server, free_port
 from benchmarks.serving_metrics import SERVING_CRITERIA, level_summary, serving_capacity
 from benchmarks.trace import RequestTrace, percentile
 from benchmarks.workloads import RunResult, burst, closed_loop, poisson
+from evaluation import eval_sentences, paragraphs
 
 SYSTEMS = ("chorus", "piper")
 # Piper answers WAV files only; Chorus's formats in the input-length run are `--input-formats`.

@@ -1,5 +1,5 @@
 """Turns a serving run into its result files: JSON (every trace), a markdown table ready to be the
-README's Performance lead, the issue's targets with ✓/✗, and the plot."""
+benchmarks/README.md's serving results, the issue's targets with ✓/✗, and the plot."""
 from __future__ import annotations
 
 import os

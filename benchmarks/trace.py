@@ -2,7 +2,7 @@
 
 Every load generator (HTTP, in-process, baselines, the GPU script) records `RequestTrace`s and
 hands them to `summarize`, so all systems are judged by one set of definitions
-(docs: ../shared/docs/BENCHMARKS.md).
+(benchmarks/README.md, "How we measure").
 """
 from __future__ import annotations
 

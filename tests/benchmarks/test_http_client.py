@@ -56,7 +56,7 @@ def test_wav_at_another_rate_or_not_a_wav_is_refused():
 
 @pytest.mark.parametrize("piece", [1, 100, 100_000])
 def test_mp3_counts_whole_frames(piece):
-    from api.audio.encoders import make_encoder
+    from api.speech.audio.encoders import make_encoder
 
     encoder = make_encoder("mp3", 24000)
     tone = np.sin(np.arange(24000) * 2 * np.pi * 440 / 24000).astype(np.float32) * 0.3

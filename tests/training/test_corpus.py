@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.data import EVAL_SENTENCES
+from evaluation import EVAL_SENTENCES
 from training.joe.corpus import (
     CATEGORIES,
     DOCS,

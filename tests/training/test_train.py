@@ -65,7 +65,8 @@ def test_resumed_training_equals_uninterrupted(data, tmp_path):
 
 
 def test_training_lowers_the_loss_and_exports_a_servable_folder(data, tmp_path):
-    trainer = train(data, tmp_path / "run", steps=200, learning_rate=3e-3)
+    # 60 steps at 1e-2 reach a third of the untrained loss (measured 0.32; 200 steps at 3e-3: 0.30).
+    trainer = train(data, tmp_path / "run", steps=60, learning_rate=1e-2)
 
     fresh = JoeStudent(SMALL)
     fresh.load_state_dict({k: v for k, v in trainer.student.state_dict().items()
@@ -73,7 +74,7 @@ def test_training_lowers_the_loss_and_exports_a_servable_folder(data, tmp_path):
     trained, untrained = (validation_loss(m, trainer.valid_split, 256) for m in (trainer.student, fresh))
     assert trained < 0.7 * untrained, (trained, untrained)
     manifest = trainer.export(tmp_path / "export")
-    assert manifest["steps_done"] == 200 and len(manifest["sha256"]) == 64
+    assert manifest["steps_done"] == 60 and len(manifest["sha256"]) == 64
     loaded = JoeStudent.load(tmp_path / "export")
     assert loaded.config == SMALL
     assert family_name(tmp_path / "export") == "joe"  # the server finds the family it wrote

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -14,11 +13,9 @@ from model.families.joe.istft import IstftDecoder
 from model.families.joe.student import WEIGHTS_FILE, JoeStudent
 from model.families.joe.teacher import AUDIO, DECODER_CUT, LATENT, open_session
 from training.joe.dataset import make_batch
+from training.joe.decoder_config import DecoderTrainConfig
 from training.joe.dense import forward_steps
 from training.joe.shards import Utterance, iter_utterances
-
-if TYPE_CHECKING:
-    from training.joe.train_decoder import DecoderTrainConfig
 
 
 class DecodedSubset:

@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.data import EVAL_SENTENCES
+from evaluation import EVAL_SENTENCES
 from model.families.joe.frontend import TeacherFrontend
 from model.families.joe.teacher import LATENT_CUT, TeacherScales
 from model.paths import voice_cache

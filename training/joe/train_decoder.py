@@ -20,7 +20,6 @@ errors. --init starts from a trained head (e.g. the shipped one) instead of from
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -33,8 +32,8 @@ from model.families.joe.student import SHIPPED_WEIGHTS
 from model.families.joe.teacher import decoder_state_dict
 from model.paths import voice_cache
 from training.command import add_run_arguments, parse_run_arguments, resume_train_export
+from training.joe.decoder_config import DecoderTrainConfig
 from training.joe.decoder_data import decoded_subsets
-from training.joe.lr_schedule import warmup_cosine
 from training.joe.spectral_loss import WaveformDistillationLoss, snr_db
 from training.trainer import Trainer
 
@@ -44,32 +43,6 @@ MANIFEST = "decoder_manifest.json"
 GRAD_CLIP = 10.0
 
 Crops = tuple[torch.Tensor, torch.Tensor]  # trunk features [B, C, positions], teacher audio [B, samples]
-
-
-@dataclass(frozen=True, slots=True)
-class DecoderTrainConfig:
-    """`every`-th utterance of the teacher data trains, the first `valid_utterances` of every
-    `holdout_every`-th validate (the student's held-out set; they never train);
-    a step is `batch` crops of `crop_frames` frames, the loss skipping `margin` head positions at
-    each crop edge (the head sees zero padding there, never in the engine's windows)."""
-
-    every: int = 8
-    student_share: float = 0.0
-    holdout_every: int = 100
-    valid_utterances: int = 40
-    steps: int = 10000
-    batch: int = 16
-    crop_frames: int = 32
-    margin: int = 12
-    learning_rate: float = 2e-3
-    warmup_steps: int = 100
-    final_lr_fraction: float = 0.05
-    seed: int = 0
-    checkpoint_minutes: float = 5.0
-    eval_every: int = 250
-
-    def lr_at(self, step: int) -> float:
-        return warmup_cosine(step, self.learning_rate, self.warmup_steps, self.steps, self.final_lr_fraction)
 
 
 class DecoderTrainer(Trainer):

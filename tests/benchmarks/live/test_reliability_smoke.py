@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from benchmarks.hostile import ROUTES, failed, largest_inputs
 from benchmarks.reliability import hostile_outcomes, main
 from tests.voice_packages import require_voice_packages
@@ -14,7 +12,7 @@ from tests.voice_packages import require_voice_packages
 require_voice_packages()
 
 
-@pytest.mark.slow  # three `chorus serve --model joe` starts, about 40 s of load and 2 minutes of hostile inputs
+# Three `chorus serve --model joe` starts, about 40 s of load and 2 minutes of hostile inputs.
 def test_quick_reliability_run(tmp_path, chorus_cache):
     report = main(["--quick", "--out", str(tmp_path)])
     written = json.loads(next(tmp_path.glob("reliability-*.json")).read_text())

@@ -15,7 +15,7 @@ require_voice_packages()
 pytest.importorskip("flask")  # Piper's server (piper-tts's `http` extra, in the dev extra)
 
 
-@pytest.mark.slow  # starts `chorus serve --model joe` and Piper's server, one after the other (1-2 min)
+# Starts `chorus serve --model joe` and Piper's server, one after the other (1-2 min).
 def test_quick_run_chorus_against_piper(tmp_path, chorus_cache):
     report = main(["--quick", "--out", str(tmp_path)])
     written = json.loads(next(tmp_path.glob("serving-*.json")).read_text())

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from benchmarks.agent import main
 from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
 
-@pytest.mark.slow  # starts `chorus serve --model joe` (about half a minute) for a 4 s level
+# Starts `chorus serve --model joe` (about half a minute) for a 4 s level.
 def test_quick_agent_run(tmp_path, chorus_cache):
     (level,) = main(["--quick", "--barge-in", "0.5", "--out", str(tmp_path)])
     written = json.loads(next(tmp_path.glob("agent-*.json")).read_text())
