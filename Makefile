@@ -34,8 +34,12 @@ serve: install
 test: install-dev
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# The inner loop while working: every suite but the end-to-end ones marked `slow` (servers,
-# ASR, browsers, fuzzing, parity against other libraries, benchmark smoke runs).
+# The inner loop while working (about a minute): every test but the `slow` tier, which starts no
+# server and no subprocess. The tier follows from where a test lives (tests/conftest.py): under a
+# `live/` folder (it starts a server, a subprocess, a browser or Ray, or drives a real client over
+# sockets), under a `long/` folder (seconds of work: benchmark quick runs, ASR, full-size parity),
+# or using a fixture that starts a server (`server`, `joe_server`). A fast test that starts a
+# process or a server fails, saying so; `make test` runs both tiers.
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
