@@ -79,10 +79,10 @@ def measure(model: str, threads: int, stream_counts: list[int], rounds: int) -> 
 
 def summarize(path: Path) -> str:
     runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    labels = sorted({r["label"] for r in runs})
+    labels = list(dict.fromkeys(r["label"] for r in runs))  # in order of appearance: the first is the base
     keys = [k for k in runs[0]["figures"]]
     lines = ["| figure | " + " | ".join(f"{label} (median of {sum(r['label'] == label for r in runs)})"
-                                         for label in labels) + (" | ratio |" if len(labels) == 2 else " |"),
+                                         for label in labels) + (f" | {labels[1]} / {labels[0]} |" if len(labels) == 2 else " |"),
              "|---" * (len(labels) + 1 + (len(labels) == 2)) + "|"]
     for key in keys:
         values = [statistics.median(r["figures"][key] for r in runs if r["label"] == label) for label in labels]
