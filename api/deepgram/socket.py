@@ -259,13 +259,13 @@ class Turn:
         """Starts the turn's first segment (continuing the connection's stream while its listener
         still plays); when it cannot, tells the client why and returns the request outcome
         ("rejected": overload, "invalid": nothing to speak)."""
-        continues = self.session.is_playing()
+        continuation = self.session.is_playing()
         # NOTE: linked only to the turn ahead's last segment, and only while the engine holds it;
         # otherwise the engine counts this one's playback from its own first audio, as for a new
         # speech (earlier, so on the safe side).
-        follows = ahead.synthesis.last_request_id if continues and ahead is not None and ahead.synthesis else None
+        follows = ahead.synthesis.last_request_id if continuation and ahead is not None and ahead.synthesis else None
         try:
-            await start_synthesis(self.session.state, synthesis, continues, follows)
+            await start_synthesis(self.session.state, synthesis, continuation, follows)
             return None
         except SpeechError as exc:
             answer, outcome = turn_refused(exc)

@@ -45,7 +45,7 @@ async def start_speech(services: SpeechServices, text: str, voice: str, speed: f
     engine = services.engine
     arrived = time.monotonic()
     with _as_speech_error(services):
-        _admit(services, continues=False)
+        _admit(services, continuation=False)
         # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
         model_speed = engine.frontend.model_speed(speed)
         params = engine.frontend.default_sampling().replace(seed=seed)
@@ -64,29 +64,29 @@ async def start_speech(services: SpeechServices, text: str, voice: str, speed: f
     return synthesis, model_speed
 
 
-async def start_synthesis(services: SpeechServices, synthesis: SegmentedSynthesis, continues: bool,
+async def start_synthesis(services: SpeechServices, synthesis: SegmentedSynthesis, continuation: bool,
                           follows: str | None) -> None:
     """Starts `synthesis`, built and registered with the drain by the caller (a speak socket's
-    turn), which closes it however it ends. `continues`: its listener still plays the audio sent
+    turn), which closes it however it ends. `continuation`: its listener still plays the audio sent
     before it (that of engine request `follows`, when known), so it is admitted without question,
     as a speech's later segment is. Raises SpeechError when it cannot start."""
     with _as_speech_error(services):
-        _admit(services, continues)
-        await _open(services, synthesis, continues, follows)
+        _admit(services, continuation)
+        await _open(services, synthesis, continuation, follows)
 
 
-def _admit(services: SpeechServices, continues: bool) -> None:
+def _admit(services: SpeechServices, continuation: bool) -> None:
     """The refusals that come before anything of the speech is prepared."""
     services.drain.check()
-    if not continues:
+    if not continuation:
         services.early_refusal.check(services.engine.stats)
 
 
-async def _open(services: SpeechServices, synthesis: SegmentedSynthesis, continues: bool = False,
+async def _open(services: SpeechServices, synthesis: SegmentedSynthesis, continuation: bool = False,
                 follows: str | None = None, arrived: float | None = None) -> None:
     """Opens the first segment, counted as starting until the engine has answered it."""
     with services.early_refusal.start(synthesis):
-        await synthesis.start(continues, follows, arrived)
+        await synthesis.start(continuation, follows, arrived)
 
 
 @contextmanager

@@ -100,7 +100,7 @@ class SegmentedSynthesis:
         self._request_ids: dict[int, str] = {}  # each segment's engine request
         # Segment 0 continues a stream already playing (`start`): it is never queued or refused,
         # and follows this request (None: one the engine no longer holds, or none).
-        self._continues = False
+        self._continuation = False
         self._first_follows: str | None = None
         self._arrived: float | None = None  # when the speech arrived: segment 0's deadline counts from it
         self._backlog = ClientBacklog(client, self.sample_rate, backlog_seconds, stall_seconds,
@@ -110,12 +110,12 @@ class SegmentedSynthesis:
         self._failed = False
         self._fade = np.sin(np.linspace(0.0, np.pi / 2, max(1, int(JOIN_FADE_SECONDS * self.sample_rate)))) ** 2
 
-    async def start(self, continues: bool = False, follows: str | None = None, arrived: float | None = None) -> None:
+    async def start(self, continuation: bool = False, follows: str | None = None, arrived: float | None = None) -> None:
         """Opens segment 0 (its prompt first) and waits for its first chunk (or its refusal).
-        `continues`: its listener is still playing audio sent before it (that of request
+        `continuation`: its listener is still playing audio sent before it (that of request
         `follows`, when that is known), so it goes to the engine as a continuation. `arrived`
         (time.monotonic()): when the speech came; its first audio is due counting from then."""
-        self._continues, self._first_follows, self._arrived = continues, follows, arrived
+        self._continuation, self._first_follows, self._arrived = continuation, follows, arrived
         self._open_next()
         self._first = await self._next_item(0)
 
@@ -238,7 +238,7 @@ class SegmentedSynthesis:
                 async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,
                                                            request_id=request_id, speed=self._speed,
                                                            prompt=segment.prompt,
-                                                           continuation=index > 0 or self._continues,
+                                                           continuation=index > 0 or self._continuation,
                                                            outputs_after=self._segments.outputs_after(),
                                                            follows=follows,
                                                            arrived=None if index else self._arrived):

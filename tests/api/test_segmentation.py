@@ -328,7 +328,7 @@ def test_a_speech_that_continues_a_playing_stream_names_the_last_request_only_on
     async def run() -> list:
         seen = []
         synthesis = SegmentedSynthesis(engine, numbered(2), "v")
-        await synthesis.start(continues=True, follows="turn-before")
+        await synthesis.start(continuation=True, follows="turn-before")
         async for _ in synthesis.pcm():
             seen.append(synthesis.last_request_id)
         synthesis.close()
