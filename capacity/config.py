@@ -1,7 +1,7 @@
 """Every threshold that capacity decisions read, in one validated dataclass."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 
 @dataclass(slots=True)
@@ -67,5 +67,5 @@ class CapacityConfig:
 
     @property
     def is_resolved(self) -> bool:
-        return all(getattr(self, f.name) is not None for f in fields(self)
-                   if f.name in ("urgent_slack_seconds", "defer_slack_seconds"))
+        """Whether the two thresholds that default to the codec's values have them."""
+        return self.urgent_slack_seconds is not None and self.defer_slack_seconds is not None
