@@ -52,6 +52,8 @@ class LlamaArchConfig:
     rope_scaling: dict[str, Any] | None = None
     rms_norm_eps: float = 1e-6
     tie_word_embeddings: bool = False
+    # Qwen3: each head's queries and keys are RMS-normalised (own weights) before the rotation.
+    qk_norm: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -87,7 +87,8 @@ def _inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any] | 
 
 
 class LlamaAttention(nn.Module):
-    """Grouped-query self-attention with fused q/k/v rows ordered [q | k | v] and rotary positions."""
+    """Grouped-query self-attention with fused q/k/v rows ordered [q | k | v] and rotary positions;
+    with `qk_norm` (Qwen3) each query and key head is RMS-normalised before it is rotated."""
 
     def __init__(self, config: LlamaArchConfig, attention: AttentionBackend, rotary: RotaryEmbedding) -> None:
         super().__init__()
@@ -100,6 +101,8 @@ class LlamaAttention(nn.Module):
         self.attention = attention
         self.rotary = rotary
         self.scale = self.head_dim ** -0.5
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.qk_norm else None
 
     def forward(self, hidden: Tensor, positions: Tensor, kv_cache: Tensor, meta: AttentionMetadata) -> Tensor:
         num_tokens = hidden.shape[0]
@@ -107,6 +110,9 @@ class LlamaAttention(nn.Module):
         # heads, which halves the rotary's small ops (they dominate a CPU decode step).
         query_key, value = self.qkv_proj(hidden).split([self.qkv_sizes[0] + self.qkv_sizes[1], self.qkv_sizes[2]], -1)
         query_key = query_key.view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            query, key = query_key.split([self.num_heads, self.num_kv_heads], dim=1)
+            query_key = torch.cat((self.q_norm(query), self.k_norm(key)), dim=1)
         query, key = self.rotary.rotate(positions, query_key, meta.max_seq_len).split(
             [self.num_heads, self.num_kv_heads], dim=1)
         value = value.view(num_tokens, self.num_kv_heads, self.head_dim)

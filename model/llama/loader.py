@@ -27,8 +27,13 @@ def load_llama(path: str | Path, attention: AttentionBackend, dtype: torch.dtype
     with torch.device("meta"):
         model = LlamaModel(read_llama_config(path), attention)
     model = model.to(dtype).to_empty(device=device)
-    model.load_weights(_read_safetensors(_checkpoint_files(Path(path))))
+    model.load_weights(checkpoint_weights(path))
     return model.eval()
+
+
+def checkpoint_weights(path: str | Path) -> Iterator[tuple[str, Tensor]]:
+    """Every (name, tensor) of a folder's safetensors checkpoint, sharded or not, read lazily."""
+    return _read_safetensors(_checkpoint_files(Path(path)))
 
 
 def _checkpoint_files(folder: Path) -> list[Path]:

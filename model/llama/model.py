@@ -81,40 +81,57 @@ class LlamaModel(nn.Module):
         head = self.embedding.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(hidden, head).float()
 
-    @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
-        destinations = self._checkpoint_destinations()
-        for name, tensor in weights:
-            # NOTE: some tied checkpoints still store a copy of the embedding as lm_head; it carries nothing new.
-            if name == "lm_head.weight" and self.lm_head is None:
-                continue
-            destination = destinations.pop(name, None)
-            if destination is None:
-                raise ValueError(f"unexpected weight {name!r} (unknown to this architecture or given twice)")
-            if destination.shape != tensor.shape:
-                raise ValueError(f"weight {name!r} has shape {tuple(tensor.shape)}, "
-                                 f"expected {tuple(destination.shape)}")
-            destination.copy_(tensor)
-        if destinations:
-            raise ValueError(f"checkpoint lacks {len(destinations)} weights, e.g. {sorted(destinations)[:3]}")
+        # NOTE: some tied checkpoints still store a copy of the embedding as lm_head; it carries nothing new.
+        skip = ("lm_head.weight",) if self.lm_head is None else ()
+        copy_weights(self.checkpoint_destinations(), weights, skip)
 
-    def _checkpoint_destinations(self) -> dict[str, Tensor]:
+    def checkpoint_destinations(self) -> dict[str, Tensor]:
         destinations = {"model.embed_tokens.weight": self.embedding.weight, "model.norm.weight": self.norm.weight}
         if self.lm_head is not None:
             destinations["lm_head.weight"] = self.lm_head.weight
         for index, layer in enumerate(self.layers):
-            prefix = f"model.layers.{index}."
-            q_rows, k_rows, v_rows = layer.self_attn.qkv_proj.weight.split(layer.self_attn.qkv_sizes)
-            gate_rows, up_rows = layer.mlp.gate_up_proj.weight.chunk(2)
-            destinations.update({
-                prefix + "self_attn.q_proj.weight": q_rows,
-                prefix + "self_attn.k_proj.weight": k_rows,
-                prefix + "self_attn.v_proj.weight": v_rows,
-                prefix + "self_attn.o_proj.weight": layer.self_attn.o_proj.weight,
-                prefix + "mlp.gate_proj.weight": gate_rows,
-                prefix + "mlp.up_proj.weight": up_rows,
-                prefix + "mlp.down_proj.weight": layer.mlp.down_proj.weight,
-                prefix + "input_layernorm.weight": layer.input_layernorm.weight,
-                prefix + "post_attention_layernorm.weight": layer.post_attention_layernorm.weight,
-            })
+            destinations.update(layer_destinations(layer, f"model.layers.{index}."))
         return destinations
+
+
+def layer_destinations(layer: LlamaDecoderLayer, prefix: str) -> dict[str, Tensor]:
+    """Hugging Face names of one decoder layer's weights (under `prefix`) → the parameter, or the
+    rows of a fused parameter, each is loaded into."""
+    attention = layer.self_attn
+    q_rows, k_rows, v_rows = attention.qkv_proj.weight.split(attention.qkv_sizes)
+    gate_rows, up_rows = layer.mlp.gate_up_proj.weight.chunk(2)
+    destinations = {
+        prefix + "self_attn.q_proj.weight": q_rows,
+        prefix + "self_attn.k_proj.weight": k_rows,
+        prefix + "self_attn.v_proj.weight": v_rows,
+        prefix + "self_attn.o_proj.weight": attention.o_proj.weight,
+        prefix + "mlp.gate_proj.weight": gate_rows,
+        prefix + "mlp.up_proj.weight": up_rows,
+        prefix + "mlp.down_proj.weight": layer.mlp.down_proj.weight,
+        prefix + "input_layernorm.weight": layer.input_layernorm.weight,
+        prefix + "post_attention_layernorm.weight": layer.post_attention_layernorm.weight,
+    }
+    if attention.q_norm is not None:
+        destinations[prefix + "self_attn.q_norm.weight"] = attention.q_norm.weight
+        destinations[prefix + "self_attn.k_norm.weight"] = attention.k_norm.weight
+    return destinations
+
+
+@torch.no_grad()
+def copy_weights(destinations: dict[str, Tensor], weights: Iterable[tuple[str, Tensor]],
+                 skip: Sequence[str] = ()) -> None:
+    """Copies each named weight into its destination; refuses unknown names (other than `skip`),
+    wrong shapes, a name given twice and any destination left unset."""
+    destinations = dict(destinations)
+    for name, tensor in weights:
+        if name in skip:
+            continue
+        destination = destinations.pop(name, None)
+        if destination is None:
+            raise ValueError(f"unexpected weight {name!r} (unknown to this architecture or given twice)")
+        if destination.shape != tensor.shape:
+            raise ValueError(f"weight {name!r} has shape {tuple(tensor.shape)}, expected {tuple(destination.shape)}")
+        destination.copy_(tensor)
+    if destinations:
+        raise ValueError(f"checkpoint lacks {len(destinations)} weights, e.g. {sorted(destinations)[:3]}")
