@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -50,6 +50,19 @@ class IncrementalDecoder(Protocol):
 
     def decode(self, frames: Tensor, states: Sequence[Sequence], frames_before: Sequence[int],
                totals: Sequence[int | None]) -> tuple[Tensor, list[list]]: ...
+
+
+@runtime_checkable
+class SlottedDecoder(IncrementalDecoder, Protocol):
+    """An incremental decoder with no lag (delay_samples 0) whose per-stream state is a fixed set
+    of tensors, `state_shapes` ((shape, dtype) each, for one stream), all zeros before a stream's
+    first frame: so a memory pool can own every stream's state (memory/state_slots.py) and `step`
+    runs a batch of streams on their states gathered [B, *shape], returning the audio
+    [B, n * samples_per_frame] and the states after it, batched alike."""
+
+    def state_shapes(self) -> list[tuple[tuple[int, ...], torch.dtype]]: ...
+
+    def step(self, frames: Tensor, frames_before: Tensor, states: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]: ...
 
 
 class FrameCodec(ABC):
