@@ -10,7 +10,7 @@ PORT ?= 8000
 MODEL ?= joe
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-fast install install-dev clean
+.PHONY: serve test test-fast install install-dev clean qwen3-golden
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,25 @@ test: install-dev
 # process or a server fails, saying so; `make test` runs both tiers.
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+# Qwen3-TTS golden fixtures: the reference (qwen-tts 0.1.1) needs transformers 4.57.3, which the
+# project's venv does not have, so it gets its own env. `--no-deps` skips its gradio/torchaudio pins;
+# torchaudio has no build for torch 2.13 and only the 25 Hz tokenizer imports it (the script stubs it).
+QWEN_REF_PYTHON ?= python3.11
+QWEN_REF_VENV   ?= .venv-qwen-ref
+QWEN_REF_BIN    := $(QWEN_REF_VENV)/bin
+
+$(QWEN_REF_VENV)/.installed:
+	$(QWEN_REF_PYTHON) -m venv $(QWEN_REF_VENV)
+	$(QWEN_REF_BIN)/pip install --quiet --upgrade pip
+	$(QWEN_REF_BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(QWEN_REF_BIN)/pip install --quiet transformers==4.57.3
+	$(QWEN_REF_BIN)/pip install --quiet --no-deps qwen-tts==0.1.1
+	$(QWEN_REF_BIN)/pip install --quiet librosa sox onnxruntime einops safetensors tokenizers numpy soundfile
+	touch $@
+
+qwen3-golden: $(QWEN_REF_VENV)/.installed
+	$(QWEN_REF_BIN)/python tests/model/qwen3_tts/golden/make_golden.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

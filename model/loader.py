@@ -10,8 +10,9 @@ from model.families.joe.student import SHIPPED_WEIGHTS
 from model.registry import family_loader
 
 # joe: the built-in English voice (weights in the repo); tiny-random: a random Orpheus-shaped
-# model for tests, written on first use.
-BUILTIN_MODELS = ("joe", "tiny-random")
+# model for tests; tiny-random-qwen3 (-base): random Qwen3-TTS custom-voice (base) checkpoints in
+# the Hugging Face layout. The random ones are written on first use.
+BUILTIN_MODELS = ("joe", "tiny-random", "tiny-random-qwen3", "tiny-random-qwen3-base")
 
 
 def resolve_model_path(model: str) -> Path:
@@ -21,6 +22,10 @@ def resolve_model_path(model: str) -> Path:
         from model.tiny_random import ensure_tiny_random
 
         return ensure_tiny_random()
+    if model in ("tiny-random-qwen3", "tiny-random-qwen3-base"):
+        from model.families.qwen3_tts.tiny_random import ensure_tiny_qwen3
+
+        return ensure_tiny_qwen3(base=model.endswith("-base"))
     path = Path(model).expanduser()
     if not (path / "config.json").is_file():
         raise FileNotFoundError(

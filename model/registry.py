@@ -1,7 +1,7 @@
 """The model families Chorus serves, keyed by `chorus.family` in a checkpoint's config.json.
 
-A Chorus checkpoint names its family as `"chorus": {"family": ...}`; an upstream Orpheus
-checkpoint has no chorus section and is Orpheus. Each family has one loading module that builds
+A Chorus checkpoint names its family as `"chorus": {"family": ...}`; an upstream checkpoint has
+no chorus section: its `model_type` names it (`qwen3_tts`), or it is Orpheus. Each family has one loading module that builds
 its `SpeechFamily` (engine core) and its `PromptFrontend` (API process). A module is imported only
 when a checkpoint of its family is served, so an Orpheus server never loads piper or onnxruntime.
 """
@@ -19,7 +19,10 @@ DEFAULT_FAMILY = "orpheus"
 FAMILIES = {
     "orpheus": "model.families.orpheus.loading",
     "joe": "model.families.joe.loading",
+    "qwen3_tts": "model.families.qwen3_tts.loading",
 }
+# An upstream checkpoint's config.json `model_type` → its family (those have no chorus section).
+UPSTREAM_MODEL_TYPES = {"qwen3_tts": "qwen3_tts"}
 
 
 class FamilyLoader(Protocol):
@@ -36,7 +39,9 @@ def read_chorus_section(model_path: Path) -> dict:
 
 
 def family_name(model_path: Path) -> str:
-    name = read_chorus_section(model_path).get("family", DEFAULT_FAMILY)
+    config = json.loads((model_path / "config.json").read_text())
+    upstream = UPSTREAM_MODEL_TYPES.get(config.get("model_type", ""), DEFAULT_FAMILY)
+    name = config.get("chorus", {}).get("family", upstream)
     if name not in FAMILIES:
         raise ValueError(
             f"unsupported model family {name!r} in {model_path / 'config.json'} "

@@ -9,7 +9,7 @@ lives in a separate `PromptFrontend` so the API process can run it without the w
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, Sequence
 
 import torch
@@ -50,17 +50,17 @@ class SpeechPrompt:
     # would move a tensor into a /dev/shm segment held open by both processes until both copies
     # die (the API process kept ~100 such files after an abort storm); as an array it is plain
     # bytes in the message.
+    # A family's prompt may subclass this one with more fields; every tensor field crosses as an array.
     def __getstate__(self) -> dict:
-        state = {name: getattr(self, name) for name in self.__slots__}
-        if state["conditioning"] is not None:
-            state["conditioning"] = state["conditioning"].detach().cpu().numpy()
-        return state
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        tensors = [name for name, value in state.items() if isinstance(value, torch.Tensor)]
+        for name in tensors:
+            state[name] = state[name].detach().cpu().numpy()
+        return {"fields": state, "tensors": tensors}
 
     def __setstate__(self, state: dict) -> None:
-        for name, value in state.items():
-            object.__setattr__(self, name, value)
-        if self.conditioning is not None:
-            self.conditioning = torch.from_numpy(self.conditioning)
+        for name, value in state["fields"].items():
+            object.__setattr__(self, name, torch.from_numpy(value) if name in state["tensors"] else value)
 
 
 @dataclass(slots=True)
@@ -137,14 +137,20 @@ class SpeechFamily(ABC):
         """Input embeddings [sum(end - start), hidden] for positions start..end-1 of each stream."""
 
     @abstractmethod
-    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+    def head(self, hidden: torch.Tensor) -> Any:
         """The model's output layer on the hidden states [B, hidden] of the streams that emit this
-        step: logits for a token family; a continuous family returns its frames here. Counted as
+        step: logits for a token family; a continuous family returns its frames here; a family
+        with a depth stage returns what that stage needs too (e.g. the hidden states). Counted as
         model forward time, unlike `emit`."""
 
     @abstractmethod
-    def emit(self, head_out: torch.Tensor, streams: Sequence[StreamState]) -> list[Any]:
-        """One output per stream from `head`'s result: a sampled token, or a frame."""
+    def emit(self, head_out: Any, streams: Sequence[StreamState]) -> list[Any]:
+        """One output per stream from `head`'s result: a sampled token, or a frame (a depth
+        stage, such as Qwen3-TTS's code predictor, runs here, batched across the streams)."""
+
+    def reserve(self, max_rows: int) -> None:
+        """Allocates the per-step workspaces `emit` needs for up to `max_rows` streams (before the
+        KV pool is sized from what memory is left, so they are counted)."""
 
     @abstractmethod
     def accept(self, stream: StreamState, output: Any) -> FrameUpdate:

@@ -1,0 +1,132 @@
+"""The depth stage: the code predictor fills codes 1..G-1 of every emitting stream's frame, one
+batched call per code across all streams.
+
+Each frame's predictor context is short and private to that frame (the talker's hidden state,
+code 0, then each code it predicts: G positions) and nothing of it survives the frame, so it lives
+in a per-step scratch cache rather than in paged blocks held across steps: row b of a step owns
+block b of the scratch (one block of >= G positions), every row is at the same position at each
+sub-step, so the attention metadata of a sub-step depends on the batch size only and is built once
+per batch size. Paging it would hold blocks between frames for nothing and add block-table work to
+every sub-step.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from model.attention import AttentionBackend, AttentionMetadata
+from model.families.qwen3_tts.config import Qwen3TtsConfig
+from model.families.qwen3_tts.talker import TALKER, qwen3_arch
+from model.llama.layers import LlamaDecoderLayer, RMSNorm, RotaryEmbedding
+from model.llama.model import copy_weights, layer_destinations
+from model.sampling import Sampler, SamplingState
+
+PREDICTOR = TALKER + "code_predictor."
+
+
+class CodePredictor(nn.Module):
+    """A small Qwen3 decoder with one input table and one head per code 1..G-1. Invariant: after
+    `reserve(rows)`, `predict` of up to `rows` streams writes only its scratch cache, and row b's
+    codes depend on row b's inputs and sampling state only (no attention crosses rows)."""
+
+    def __init__(self, config: Qwen3TtsConfig, attention: AttentionBackend) -> None:
+        super().__init__()
+        shape = config.predictor
+        self.num_codes = config.num_code_groups - 1
+        self.arch = qwen3_arch(shape.as_llama_dict(config.predictor_vocab_size, config.num_code_groups))
+        self.rotary = RotaryEmbedding(shape.head_dim, config.num_code_groups, shape.rope_theta, None)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(self.arch, attention, self.rotary) for _ in range(shape.num_layers))
+        self.norm = RMSNorm(shape.hidden_size, shape.rms_norm_eps)
+        talker_hidden = config.talker.hidden_size
+        self.projection: nn.Module = (nn.Linear(talker_hidden, shape.hidden_size) if talker_hidden != shape.hidden_size
+                                      else nn.Identity())
+        self.embeddings = nn.ModuleList(nn.Embedding(config.predictor_vocab_size, talker_hidden)
+                                        for _ in range(self.num_codes))
+        self.heads = nn.ModuleList(nn.Linear(shape.hidden_size, config.predictor_vocab_size, bias=False)
+                                   for _ in range(self.num_codes))
+        # One block per row holds a frame's positions (the hidden state, then codes 0..G-2).
+        self.block_size = 1 << (config.num_code_groups - 1).bit_length()
+        self.sampler = Sampler()
+        self._scratch: list[Tensor] = []
+        self._plans: dict[int, list[tuple[AttentionMetadata, Tensor]]] = {}
+
+    @property
+    def max_rows(self) -> int:
+        return self._scratch[0].shape[1] if self._scratch else 0
+
+    def reserve(self, rows: int) -> None:
+        """Allocates the scratch cache for up to `rows` streams per step."""
+        if rows <= self.max_rows:
+            return
+        weight = self.norm.weight
+        shape = (2, rows, self.block_size, self.arch.num_key_value_heads, self.arch.head_dim)
+        self._scratch = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.layers]
+        self._plans.clear()
+
+    def scratch_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self._scratch)
+
+    @torch.inference_mode()
+    def predict(self, hidden: Tensor, first_code_embeds: Tensor, states: Sequence[SamplingState]) -> Tensor:
+        """Codes 1..G-1 [B, G-1] of each row's frame, from the talker's hidden state [B, H] and the
+        talker-table embedding of its code 0 [B, H], each code drawn with the row's own state."""
+        rows = hidden.shape[0]
+        self.reserve(rows)
+        plan = self._plan_for(rows)
+        # Sub-step 0 prefills the two positions (hidden, code 0) of every row; each later sub-step
+        # feeds the code just drawn. The sub-talker's states need no history (no penalty, no
+        # minimum length), so nothing is appended to them.
+        inputs = torch.stack((hidden, first_code_embeds), dim=1).reshape(2 * rows, -1)
+        codes = torch.empty(rows, self.num_codes, dtype=torch.long, device=hidden.device)
+        for index, (meta, positions) in enumerate(plan):
+            out = self._forward(self.projection(inputs), positions, meta)
+            if index == 0:
+                out = out[1::2]
+            code = self.sampler(self.heads[index](out).float(), states)
+            codes[:, index] = code
+            if index + 1 < self.num_codes:
+                inputs = self.embeddings[index](code)
+        return codes
+
+    def embed_codes(self, codes: Tensor) -> Tensor:
+        """Sum of the predictor-table embeddings of codes 1..G-1 ([N, G-1] → [N, H])."""
+        return sum(table(codes[:, k]) for k, table in enumerate(self.embeddings))
+
+    def _forward(self, inputs: Tensor, positions: Tensor, meta: AttentionMetadata) -> Tensor:
+        hidden = inputs
+        for layer, cache in zip(self.layers, self._scratch):
+            hidden = layer(hidden, positions, cache, meta)
+        return self.norm(hidden)
+
+    def _plan_for(self, rows: int) -> list[tuple[AttentionMetadata, Tensor]]:
+        """Per sub-step, the attention metadata and positions of `rows` rows (built once per size)."""
+        plan = self._plans.get(rows)
+        if plan is None:
+            device = self.norm.weight.device
+            tables = [[row] for row in range(rows)]
+            plan = [(AttentionMetadata.build(query_lens=[1] * rows, context_lens=[index + 1] * rows,
+                                             block_tables=tables, block_size=self.block_size, device=device),
+                     torch.full((rows,), index + 1, device=device))
+                    for index in range(self.num_codes)]
+            plan[0] = (AttentionMetadata.build(query_lens=[2] * rows, context_lens=[0] * rows, block_tables=tables,
+                                               block_size=self.block_size, device=device),
+                       torch.arange(2, device=device).repeat(rows))
+            self._plans[rows] = plan
+        return plan
+
+    def destinations(self) -> dict[str, Tensor]:
+        names = {PREDICTOR + "model.norm.weight": self.norm.weight}
+        for index, layer in enumerate(self.layers):
+            names.update(layer_destinations(layer, f"{PREDICTOR}model.layers.{index}."))
+        for k in range(self.num_codes):
+            names[f"{PREDICTOR}model.codec_embedding.{k}.weight"] = self.embeddings[k].weight
+            names[f"{PREDICTOR}lm_head.{k}.weight"] = self.heads[k].weight
+        if isinstance(self.projection, nn.Linear):
+            names[PREDICTOR + "small_to_mtp_projection.weight"] = self.projection.weight
+            names[PREDICTOR + "small_to_mtp_projection.bias"] = self.projection.bias
+        return names
+
+    def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
+        copy_weights(self.destinations(), weights)

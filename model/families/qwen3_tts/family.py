@@ -1,0 +1,140 @@
+"""The Qwen3-TTS family at run time: two-track inputs in, one 16-code frame out per step (code 0
+from the talker's head, codes 1.. from the depth stage), 12 Hz codec frames to the audio stage."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from model.codecs.base import FrameCodec
+from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
+from model.families.qwen3_tts.config import Qwen3TtsConfig
+from model.families.qwen3_tts.depth import CodePredictor
+from model.families.qwen3_tts.prompt import NO_TEXT, SPEAKER_VECTOR, Qwen3Prompt
+from model.families.qwen3_tts.stream import Qwen3Stream
+from model.families.qwen3_tts.talker import TextProjection
+from model.llama.model import LlamaModel
+from model.sampling import Sampler, SamplingParams
+
+
+@dataclass(slots=True)
+class TalkerOutput:
+    """What `head` hands to `emit`: the emitting rows' final hidden states [B, H] (the depth
+    stage's input) and their code-0 logits [B, V]."""
+
+    hidden: Tensor
+    logits: Tensor
+
+
+class Qwen3Family(SpeechFamily):
+    """Talker (backbone + text track), code predictor and 12 Hz codec of one checkpoint.
+
+    Input of a prompt position: text track + codec track (prompt.py); of decode position
+    prompt_len + k: the sum of frame k's code embeddings (code 0 from the talker's table, code j
+    from the predictor's table j - 1) plus the text the talker reads then. The talker never
+    samples the special codec ids (the top of its vocabulary) except end of speech, which stops
+    the stream without a frame."""
+
+    name = "qwen3_tts"
+    backbone: LlamaModel
+
+    def __init__(self, config: Qwen3TtsConfig, backbone: LlamaModel, text: TextProjection,
+                 predictor: CodePredictor, codec: FrameCodec, max_model_len: int) -> None:
+        self.config = config
+        self.backbone = backbone
+        self.text = text
+        self.predictor = predictor
+        self.codec = codec
+        self._max_model_len = max_model_len
+        self.sampler = Sampler()
+        self._device = backbone.device
+        self._stop_ids = (config.codec.eos,)
+        suppressed = torch.zeros(config.talker_vocab_size, dtype=torch.bool)
+        suppressed[list(config.suppressed_codes)] = True
+        suppressed[config.codec.eos] = False
+        self._suppressed = suppressed.to(self._device)
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    def new_stream(self, prompt: SpeechPrompt, params: SamplingParams) -> Qwen3Stream:
+        if not isinstance(prompt, Qwen3Prompt):
+            raise TypeError("a Qwen3-TTS stream needs a Qwen3Prompt (model/families/qwen3_tts/frontend.py)")
+        return Qwen3Stream(prompt, params, self.config.sampling, self.config.num_code_groups,
+                           self.config.text.tts_pad, self._device)
+
+    def reserve(self, max_rows: int) -> None:
+        self.predictor.reserve(max_rows)
+
+    def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> Tensor:
+        text_ids: list[int] = []
+        single: list[int] = []  # a row of the talker's codec table, or -1
+        frames: list[Tensor] = []
+        frame_rows: list[int] = []
+        vectors: list[Tensor] = []
+        vector_rows: list[int] = []
+        for stream, start, end in spans:
+            assert isinstance(stream, Qwen3Stream)
+            prompt = stream.qwen3_prompt
+            prompt_len = stream.prompt_len
+            for position in range(start, end):
+                row = len(text_ids)
+                if position < prompt_len:
+                    text_ids.append(prompt.text_ids[position])
+                    entry = prompt.codec[position]
+                    if entry == (SPEAKER_VECTOR,):
+                        vectors.append(prompt.speaker_vector)
+                        vector_rows.append(row)
+                        single.append(-1)
+                    elif len(entry) > 1:
+                        frames.append(torch.tensor(entry))
+                        frame_rows.append(row)
+                        single.append(-1)
+                    else:
+                        single.append(entry[0] if entry else -1)
+                else:
+                    frame = position - prompt_len
+                    text_ids.append(stream.trailing_id(frame))
+                    frames.append(stream.frames[frame])
+                    frame_rows.append(row)
+                    single.append(-1)
+        return self._inputs(text_ids, single, frames, frame_rows, vectors, vector_rows)
+
+    def _inputs(self, text_ids: list[int], single: list[int], frames: list[Tensor], frame_rows: list[int],
+                vectors: list[Tensor], vector_rows: list[int]) -> Tensor:
+        device, dtype = self._device, self.backbone.dtype
+        out = torch.zeros(len(text_ids), self.backbone.hidden_size, dtype=dtype, device=device)
+        text = torch.tensor(text_ids, device=device)
+        has_text = (text != NO_TEXT).nonzero()[:, 0]
+        if len(has_text):
+            out.index_add_(0, has_text, self.text(text[has_text]).to(dtype))
+        codes = torch.tensor(single, device=device)
+        has_code = (codes >= 0).nonzero()[:, 0]
+        if len(has_code):
+            out.index_add_(0, has_code, self.backbone.embed_tokens(codes[has_code]))
+        if frames:
+            stacked = torch.stack(frames).to(device)
+            embedded = self.backbone.embed_tokens(stacked[:, 0]) + self.predictor.embed_codes(stacked[:, 1:])
+            out.index_add_(0, torch.tensor(frame_rows, device=device), embedded.to(dtype))
+        if vectors:
+            out.index_add_(0, torch.tensor(vector_rows, device=device), torch.stack(vectors).to(device, dtype))
+        return out
+
+    def head(self, hidden: Tensor) -> TalkerOutput:
+        return TalkerOutput(hidden, self.backbone.compute_logits(hidden))
+
+    def emit(self, head_out: TalkerOutput, streams: Sequence[Qwen3Stream]) -> list[list[int]]:
+        logits = head_out.logits.masked_fill(self._suppressed, float("-inf"))
+        first = self.sampler(logits, [s.sampling for s in streams], self._stop_ids)
+        rest = self.predictor.predict(head_out.hidden, self.backbone.embed_tokens(first),
+                                      [s.depth_sampling for s in streams])
+        return torch.cat((first[:, None], rest), dim=1).tolist()
+
+    def accept(self, stream: Qwen3Stream, output: list[int]) -> FrameUpdate:
+        stream.sampling.append(output[0])
+        if output[0] in self._stop_ids:
+            return FrameUpdate(finished=True)
+        return FrameUpdate(frames=stream.append_frame(output))

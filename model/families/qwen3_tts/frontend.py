@@ -1,0 +1,174 @@
+"""Qwen3-TTS prompt preparation: text, voice, language and instructions → Qwen3Prompt (runs in
+the API process: a tokenizer and the checkpoint's config.json, no weights).
+
+Voices by checkpoint type:
+- custom_voice: the checkpoint's named speakers (spelled as its config.json spells them, matched
+  case-insensitively as the reference matches them); instructions are optional (style, emotion);
+- voice_design: one voice, "designed": the required instructions describe the voice itself;
+- base: no voices of its own: `prepare_clone` takes a speaker vector (and, for in-context
+  cloning, a reference clip's transcript and codes); instructions are refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
+from model.families.base import PromptFrontend, PromptTooLong, VoiceNotFoundError
+from model.families.qwen3_tts.config import Qwen3TtsConfig
+from model.families.qwen3_tts.layout import (LanguageNotSupported, ReferenceClip, Tracks, build_tracks,
+                                             resolve_language_id)
+from model.families.qwen3_tts.prompt import SPEAKER_VECTOR, Qwen3Prompt
+from model.families.qwen3_tts.tokenizer import Qwen3TextTokenizer
+from model.sampling import SamplingParams
+
+__all__ = ["BadInstructions", "LanguageNotSupported", "Qwen3Frontend", "DESIGNED_VOICE"]
+
+DESIGNED_VOICE = "designed"
+CODEC_FOLDER = "speech_tokenizer"
+DEFAULT_SAMPLE_RATE = 24000  # the 12 Hz codec's, for a folder without its codec (tests)
+# The reference drops a 0.6B CustomVoice checkpoint's instructions (it was not trained on them).
+SIZES_WITHOUT_INSTRUCTIONS = ("0b6",)
+# The reference forbids end of speech before two frames exist.
+MIN_FRAMES = 2
+
+
+class BadInstructions(ValueError):
+    """A request's `instructions` do not suit the checkpoint: missing where they describe the
+    voice (voice_design), given where the model does not read them."""
+
+
+class Qwen3Frontend(PromptFrontend):
+    """Text → Qwen3Prompt for one checkpoint. Invariant: `voices` are exactly the voices `prepare`
+    accepts (compared case-insensitively), and every prompt's cache salt names the model and,
+    for a clone, digests its speaker vector and reference frames."""
+
+    def __init__(self, model_name: str, config: Qwen3TtsConfig, tokenizer: Qwen3TextTokenizer, *,
+                 speaker_names: Sequence[str] = (), sample_rate: int = DEFAULT_SAMPLE_RATE,
+                 reads_instructions: bool = True) -> None:
+        self.model_name = model_name
+        self.config = config
+        self.tokenizer = tokenizer
+        self.sample_rate = sample_rate
+        self.reads_instructions = reads_instructions and config.model_type != "base"
+        for speaker, dialect in config.speaker_dialects.items():
+            if dialect and str(dialect).lower() not in config.languages:
+                raise ValueError(f"speaker {speaker!r} speaks dialect {dialect!r}, which has no language id")
+        if config.model_type == "custom_voice":
+            display = {name.lower(): name for name in speaker_names}
+            self.voices = tuple(display.get(key, key) for key in config.speakers)
+        else:
+            self.voices = (DESIGNED_VOICE,) if config.model_type == "voice_design" else ()
+        self._voice_by_key = {voice.lower(): voice for voice in self.voices}
+
+    @classmethod
+    def from_folder(cls, model_name: str, path: Path) -> Qwen3Frontend:
+        raw = json.loads((path / "config.json").read_text())
+        codec = path / CODEC_FOLDER
+        sample_rate = Qwen3CodecConfig.from_folder(codec).sample_rate if codec.is_dir() else DEFAULT_SAMPLE_RATE
+        return cls(
+            model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path),
+            # NOTE: Qwen3TtsConfig keys speakers in lower case; the display spelling is the file's.
+            speaker_names=tuple((raw.get("talker_config") or {}).get("spk_id") or ()),
+            sample_rate=sample_rate,
+            reads_instructions=raw.get("tts_model_size") not in SIZES_WITHOUT_INSTRUCTIONS,
+        )
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        return self.config.public_languages
+
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None, *,
+                language: str | None = None, instructions: str | None = None,
+                non_streaming: bool = True) -> Qwen3Prompt:
+        """A prompt in one of the checkpoint's own voices. `max_tokens` bounds the prompt's
+        positions plus the text read while speaking (streaming mode moves text from the first to
+        the second; either way it is the text's share of the context). `non_streaming` defaults
+        as the reference's custom-voice and voice-design generation do: the whole text in the
+        prompt (streaming mode is for text that arrives while the voice speaks)."""
+        # NOTE: no rate control (speed_range (1, 1)): the API time-stretches.
+        instructions = self._effective_instructions(instructions)
+        voice_name = self._voice_by_key.get(voice.lower())
+        if voice_name is None:
+            raise VoiceNotFoundError(voice, self.voices)
+        speaker_key = voice_name.lower() if self.config.model_type == "custom_voice" else None
+        language_id = resolve_language_id(self.config, language, speaker_key)
+        assistant = self.tokenizer.assistant(text)
+        tracks = build_tracks(
+            self.config, assistant.role, assistant.text,
+            instruction_ids=self.tokenizer.instruction(instructions) if instructions else (),
+            language_id=language_id,
+            speaker=(self.config.speakers[speaker_key],) if speaker_key else (),
+            non_streaming=non_streaming,
+        )
+        self._check_length(tracks, max_tokens)
+        return self._prompt(tracks, len(assistant.text), self.model_name, language, speaker=voice_name,
+                            instructions=instructions)
+
+    def prepare_clone(self, text: str, *, speaker_vector: torch.Tensor, reference_text: str | None = None,
+                      reference_codes: torch.Tensor | Sequence[Sequence[int]] | None = None,
+                      language: str | None = None, non_streaming: bool = False,
+                      max_tokens: int | None = None) -> Qwen3Prompt:
+        """A base checkpoint's prompt in a cloned voice: x-vector only without a reference clip,
+        in-context (the talker continues the clip) with both its transcript and its codes
+        [frames, num_code_groups]. `max_tokens` as in `prepare`."""
+        if self.config.model_type != "base":
+            raise ValueError(f"only a base checkpoint clones voices; {self.model_name} is {self.config.model_type}")
+        if (reference_text is None) != (reference_codes is None):
+            raise ValueError("in-context cloning needs both reference_text and reference_codes; give neither "
+                             "for x-vector cloning")
+        # NOTE: a float32 CPU copy: the prompt crosses to the engine as a numpy array (no bfloat16),
+        # and the caller's tensor may change after its digest is taken.
+        vector = speaker_vector.detach().to("cpu", torch.float32, copy=True)
+        if vector.shape != (self.config.talker.hidden_size,):
+            raise ValueError(f"speaker_vector must have shape ({self.config.talker.hidden_size},), "
+                             f"got {tuple(vector.shape)}")
+        language_id = resolve_language_id(self.config, language)
+        assistant = self.tokenizer.assistant(text)
+        salt = hashlib.sha256(vector.contiguous().numpy().tobytes())
+        reference = None
+        if reference_text is not None:
+            codes = torch.as_tensor(reference_codes, dtype=torch.int64)
+            if codes.ndim != 2:
+                raise ValueError(f"reference_codes must be [frames, codes per frame], got shape {tuple(codes.shape)}")
+            reference = ReferenceClip(self.tokenizer.reference_text(reference_text), [tuple(f) for f in codes.tolist()])
+            salt.update(codes.contiguous().numpy().tobytes())
+        tracks = build_tracks(self.config, assistant.role, assistant.text, language_id=language_id,
+                              speaker=(SPEAKER_VECTOR,), non_streaming=non_streaming, reference=reference)
+        self._check_length(tracks, max_tokens)
+        return self._prompt(tracks, len(assistant.text), f"{self.model_name}:clone:{salt.hexdigest()}", language,
+                            speaker_vector=vector)
+
+    def default_sampling(self) -> SamplingParams:
+        """The checkpoint's generation_config.json for code 0 (the code predictor's own sampling
+        stays with the family); do_sample false is greedy."""
+        s = self.config.sampling
+        return SamplingParams(temperature=s.temperature if s.do_sample else 0.0, top_k=s.top_k, top_p=s.top_p,
+                              repetition_penalty=s.repetition_penalty, max_tokens=s.max_new_tokens,
+                              min_tokens=min(MIN_FRAMES, s.max_new_tokens))
+
+    def _effective_instructions(self, instructions: str | None) -> str | None:
+        """The instructions the prompt carries (None for blank ones, as the reference drops empty
+        ones), or BadInstructions."""
+        given = instructions if instructions and instructions.strip() else None
+        if self.config.model_type == "voice_design" and given is None:
+            raise BadInstructions("a voice_design checkpoint needs `instructions` describing the voice")
+        if given is not None and not self.reads_instructions:
+            raise BadInstructions(f"{self.model_name} ({self.config.model_type}) does not read `instructions`")
+        return given
+
+    @staticmethod
+    def _check_length(tracks: Tracks, max_tokens: int | None) -> None:
+        tokens = len(tracks.keys) + len(tracks.trailing_ids)
+        if max_tokens is not None and tokens > max_tokens:
+            raise PromptTooLong(tokens, max_tokens)
+
+    def _prompt(self, tracks: Tracks, num_text_tokens: int, cache_salt: str, language: str | None,
+                **fields) -> Qwen3Prompt:
+        return Qwen3Prompt(token_ids=tracks.keys, cache_salt=cache_salt, num_text_tokens=num_text_tokens,
+                           text_ids=tracks.text_ids, codec=tracks.codec, trailing_ids=tracks.trailing_ids,
+                           language=(language or "auto").lower(), **fields)

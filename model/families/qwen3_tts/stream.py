@@ -1,0 +1,58 @@
+"""One Qwen3-TTS request's state between steps: its frames so far and its two samplers."""
+from __future__ import annotations
+
+import torch
+
+from model.families.base import StreamState
+from model.families.qwen3_tts.config import SamplingDefaults
+from model.families.qwen3_tts.prompt import Qwen3Prompt
+from model.sampling import SamplingParams, SamplingState
+
+# The reference never lets the talker stop before its second frame (its min_new_tokens).
+MIN_FRAMES = 2
+
+
+def sub_talker_params(params: SamplingParams, defaults: SamplingDefaults) -> SamplingParams:
+    """The code predictor's sampling for a request: the checkpoint's sub-talker settings; greedy
+    when the request is greedy (temperature 0 asks for a deterministic voice, all codes included),
+    and seeded from the request's seed so that a seeded request repeats exactly."""
+    if params.greedy or not defaults.subtalker_dosample:
+        return SamplingParams(temperature=0.0, max_tokens=params.max_tokens)
+    return SamplingParams(
+        temperature=defaults.subtalker_temperature, top_k=defaults.subtalker_top_k, top_p=defaults.subtalker_top_p,
+        seed=None if params.seed is None else params.seed + 1, max_tokens=params.max_tokens,
+    )
+
+
+class Qwen3Stream(StreamState):
+    """Invariant: `frames[:num_frames]` are the accepted frames in order ([n, G] codes), and the
+    talker's input at position prompt_len + k (k < num_frames) is frame k's embedding plus the
+    text id `trailing_id(k)`. `sampling` sees code 0 only (its repetition penalty, as the
+    reference's, covers the codes 0 generated so far); `depth_sampling` draws codes 1..G-1."""
+
+    def __init__(self, prompt: Qwen3Prompt, params: SamplingParams, defaults: SamplingDefaults,
+                 num_code_groups: int, tts_pad: int, device: torch.device) -> None:
+        params = params.replace(min_tokens=max(params.min_tokens, min(MIN_FRAMES, params.max_tokens)))
+        super().__init__(prompt, params)
+        self.sampling = SamplingState(params, (), device=device)
+        self.depth_sampling = SamplingState(sub_talker_params(params, defaults), (), device=device)
+        self.frames = torch.empty(16, num_code_groups, dtype=torch.long)
+        self.tts_pad = tts_pad
+
+    @property
+    def qwen3_prompt(self) -> Qwen3Prompt:
+        return self.prompt  # type: ignore[return-value]
+
+    def trailing_id(self, frame: int) -> int:
+        trailing = self.qwen3_prompt.trailing_ids
+        return trailing[frame] if frame < len(trailing) else self.tts_pad
+
+    def append_frame(self, codes: list[int]) -> torch.Tensor:
+        if self.num_frames == self.frames.shape[0]:
+            grown = torch.empty(2 * self.num_frames, self.frames.shape[1], dtype=torch.long)
+            grown[: self.num_frames] = self.frames
+            self.frames = grown
+        frame = self.frames[self.num_frames]
+        frame.copy_(torch.tensor(codes))
+        self.num_frames += 1
+        return frame[None]

@@ -1,0 +1,362 @@
+"""Seeded tiny Qwen3-TTS-12Hz checkpoints in the real Hugging Face layout, for tests and CPU runs.
+
+`tiny-random-qwen3` (tts_model_type custom_voice: named speakers, two of them dialect speakers) and
+`tiny-random-qwen3-base` (base: a speaker encoder for cloning). Each folder holds config.json,
+model.safetensors, generation_config.json, a Qwen2-style byte-level BPE (vocab.json, merges.txt,
+tokenizer_config.json) and speech_tokenizer/ (the 12 Hz codec: config.json, preprocessor_config.json,
+model.safetensors with the decoder only: the Mimi encoder's weights are absent, so the tiny codec
+decodes but cannot encode). Weights are random, drawn per tensor from a name → shape table derived
+from the config, so they produce noise, not speech; the scales are chosen so greedy decoding is
+varied and every module (norm weights, layer scales, ConvNeXt gammas) visibly shapes the output.
+
+Layout choices (ids mirror the real checkpoints' placement, shrunk):
+- codec: CODEBOOK codes, then the special ids; the talker vocabulary is CODEBOOK + 1024 because the
+  reference suppresses ids [vocab - 1024, vocab) except end of speech, i.e. exactly the specials;
+- text: 256 byte tokens + merges (300), then the special tokens, vocabulary padded to TEXT_VOCAB;
+  `assistant` and `user` are single tokens, as the reference's prompt slicing assumes;
+- codec output: 8 kHz, 640 samples per 12.5 Hz frame (the real one: 24 kHz, 1,920).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from model.paths import cache_root
+
+VERSION = "v1"
+SEED = 3
+CUSTOM_VOICE, BASE = "tiny-random-qwen3", "tiny-random-qwen3-base"
+CODEBOOK, NUM_GROUPS = 64, 16
+TALKER_VOCAB = CODEBOOK + 1024
+CODEC_IDS = dict(codec_pad_id=CODEBOOK + 100, codec_bos_id=CODEBOOK + 101, codec_eos_token_id=CODEBOOK + 102,
+                 codec_think_id=CODEBOOK + 106, codec_nothink_id=CODEBOOK + 107,
+                 codec_think_bos_id=CODEBOOK + 108, codec_think_eos_id=CODEBOOK + 109)
+LANGUAGES = {"english": CODEBOOK + 2, "german": CODEBOOK + 5, "chinese": CODEBOOK + 7, "japanese": CODEBOOK + 10,
+             "sichuan_dialect": CODEBOOK + 14, "beijing_dialect": CODEBOOK + 26}
+SPEAKERS = {"vivian": 1017, "ryan": 1013, "uncle_fu": 962, "eric": 827, "dylan": 830}
+DIALECTS = {"eric": "sichuan_dialect", "dylan": "beijing_dialect"}
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|tts_pad|>", "<|tts_text_bos|>",
+                  "<|tts_text_eod|>")
+NUM_MERGES, TEXT_VOCAB = 44, 320
+TEXT_IDS = dict(im_start_token_id=301, im_end_token_id=302, tts_pad_token_id=303, tts_bos_token_id=304,
+                tts_eos_token_id=305)
+GENERATION = dict(do_sample=True, top_k=50, top_p=0.9, temperature=0.9, repetition_penalty=1.05,
+                  subtalker_dosample=True, subtalker_top_k=30, subtalker_top_p=0.95,
+                  subtalker_temperature=0.9, max_new_tokens=256)
+# The words forced to be single tokens (the reference slices `<|im_start|>assistant\n` as 3 ids),
+# then a fixed corpus the remaining merges are learned from.
+FORCED_WORDS = ("assistant", "user")
+CORPUS = ("the speech of the speaker is the sound of the text; she said that the weather is "
+          "nice and the voice is clear. 你好，今天天气很好。我们说话。")
+
+
+def ensure_tiny_qwen3(root: Path | None = None, base: bool = False) -> Path:
+    """The checkpoint folder, written first if absent: to a temporary sibling renamed into place,
+    so concurrent first uses never see half a checkpoint."""
+    folder = (root or cache_root()) / f"{BASE if base else CUSTOM_VOICE}-{VERSION}"
+    done = folder / "speech_tokenizer" / "model.safetensors"
+    if done.is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        write_tiny_qwen3(staging, base=base)
+        os.replace(staging, folder)
+    except OSError:
+        if not done.is_file():
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def write_tiny_qwen3(folder: Path, base: bool = False) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    config = model_config(base)
+    dump(folder / "config.json", config)
+    dump(folder / "generation_config.json", GENERATION)
+    write_tokenizer(folder)
+    save_file(random_weights(model_table(config), SEED), str(folder / "model.safetensors"))
+    codec = folder / "speech_tokenizer"
+    codec.mkdir()
+    codec_cfg = codec_config()
+    dump(codec / "config.json", codec_cfg)
+    dump(codec / "preprocessor_config.json", dict(
+        feature_extractor_type="EncodecFeatureExtractor", feature_size=1, padding_side="right",
+        padding_value=0.0, return_attention_mask=True, sampling_rate=codec_cfg["input_sample_rate"],
+        chunk_length_s=None, overlap=None))
+    save_file(random_weights(codec_table(codec_cfg["decoder_config"]), SEED + 1), str(codec / "model.safetensors"))
+
+
+def dump(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def model_config(base: bool) -> dict:
+    # The base model's code predictor is narrower than its talker (as in the 1.7B checkpoints), so
+    # the two tiny checkpoints cover both the identity and the `small_to_mtp_projection` path.
+    shared = dict(num_hidden_layers=2, num_key_value_heads=2, head_dim=16, hidden_act="silu", rms_norm_eps=1e-6,
+                  rope_theta=10000, attention_bias=False, use_sliding_window=False, sliding_window=None,
+                  attention_dropout=0.0, num_code_groups=NUM_GROUPS, initializer_range=0.02, use_cache=True,
+                  tie_word_embeddings=False)
+    predictor = dict(vocab_size=CODEBOOK, hidden_size=32 if base else 64, intermediate_size=96, num_attention_heads=4,
+                     max_position_embeddings=64, rope_scaling=None, max_window_layers=2,
+                     layer_types=["full_attention"] * 2, **shared)
+    talker = dict(vocab_size=TALKER_VOCAB, hidden_size=64, intermediate_size=128, num_attention_heads=6,
+                  max_position_embeddings=4096, text_hidden_size=32, text_vocab_size=TEXT_VOCAB, **shared,
+                  rope_scaling=dict(interleaved=True, mrope_section=[4, 2, 2], rope_type="default"), **CODEC_IDS,
+                  spk_id={} if base else dict(SPEAKERS),
+                  spk_is_dialect={} if base else {s: DIALECTS.get(s, False) for s in SPEAKERS},
+                  codec_language_id=dict(LANGUAGES), code_predictor_config=predictor)
+    # The x-vector stands in for a codec embedding row: enc_dim is the talker's width; mel_dim is
+    # fixed at 128 by the reference's feature extraction; enc_channels[-1] = 3 middle blocks' sum.
+    speaker = dict(mel_dim=128, enc_dim=64, enc_channels=[32, 32, 32, 32, 96], enc_kernel_sizes=[5, 3, 3, 3, 1],
+                   enc_dilations=[1, 2, 3, 4, 1], enc_attention_channels=16, enc_res2net_scale=4,
+                   enc_se_channels=16, sample_rate=24000)
+    return dict(architectures=["Qwen3TTSForConditionalGeneration"], model_type="qwen3_tts",
+                tokenizer_type="qwen3_tts_tokenizer_12hz", tts_model_size="tiny",
+                tts_model_type="base" if base else "custom_voice", assistant_token_id=tokens()["assistant"],
+                **TEXT_IDS, talker_config=talker, speaker_encoder_config=speaker, torch_dtype="float32",
+                chorus=dict(note="random weights: produces noise, not speech", version=VERSION))
+
+
+def codec_config() -> dict:
+    decoder = dict(codebook_size=CODEBOOK, codebook_dim=16, num_quantizers=NUM_GROUPS, latent_dim=32,
+                   hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, max_position_embeddings=8000, rope_theta=10000,
+                   rms_norm_eps=1e-5, sliding_window=8, layer_scale_initial_scale=0.01, hidden_act="silu",
+                   attention_bias=False, attention_dropout=0.0, upsample_rates=[5, 4, 4, 2],
+                   upsampling_ratios=[2, 2], decoder_dim=64)
+    spf = math.prod(decoder["upsample_rates"]) * math.prod(decoder["upsampling_ratios"])
+    # A small Mimi shape so the reference builds its (weightless here) encoder quickly.
+    encoder = dict(hidden_size=32, num_filters=4, upsampling_ratios=[8, 6, 5, 4], upsample_groups=32,
+                   codebook_size=CODEBOOK, codebook_dim=16, vector_quantization_hidden_dimension=16, num_quantizers=32,
+                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                   intermediate_size=64, sliding_window=8, sampling_rate=24000, frame_rate=12.5)
+    return dict(architectures=["Qwen3TTSTokenizerV2Model"], model_type="qwen3_tts_tokenizer_12hz",
+                encoder_valid_num_quantizers=NUM_GROUPS, input_sample_rate=24000,
+                output_sample_rate=int(spf * 12.5), decode_upsample_rate=spf, encode_downsample_rate=1920,
+                decoder_config=decoder, encoder_config=encoder, chorus=dict(encoder_weights=False))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Weights: a table name → (shape, init), then one seeded draw per tensor.
+
+
+def linear(table: dict, name: str, n_in: int, n_out: int, bias: bool = False, gain: float = 1.0) -> None:
+    table[f"{name}.weight"] = ((n_out, n_in), ("normal", gain / math.sqrt(n_in)))
+    if bias:
+        table[f"{name}.bias"] = ((n_out,), ("normal", 0.02))
+
+
+def conv(table: dict, name: str, n_in: int, n_out: int, k: int, groups: int = 1, transposed: bool = False,
+         bias: bool = True, gain: float = 1.0) -> None:
+    shape = (n_in, n_out // groups, k) if transposed else (n_out, n_in // groups, k)
+    fan_in = n_in // groups * (2 if transposed else k)  # a transposed conv's outputs see ~2 taps each
+    table[f"{name}.weight"] = (shape, ("normal", gain / math.sqrt(fan_in)))
+    if bias:
+        table[f"{name}.bias"] = ((n_out,), ("normal", 0.02))
+
+
+def norm(table: dict, name: str, dim: int, bias: bool = False, center: float = 1.0) -> None:
+    # Not exactly one, so a port that drops or misplaces a norm's weight shows in parity tests.
+    table[f"{name}.weight"] = ((dim,), ("around", center, 0.1))
+    if bias:
+        table[f"{name}.bias"] = ((dim,), ("normal", 0.02))
+
+
+def decoder_layers(table: dict, prefix: str, c: dict, layer_scale: bool = False, qk_norm: bool = True) -> None:
+    h, heads, kv, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    for i in range(c["num_hidden_layers"]):
+        p = f"{prefix}.layers.{i}"
+        for proj, n_out in (("q", heads * hd), ("k", kv * hd), ("v", kv * hd)):
+            linear(table, f"{p}.self_attn.{proj}_proj", h, n_out)
+        # A strong attention branch: with random weights the current input otherwise drowns out the
+        # prompt, and speakers or languages would barely change the codes.
+        linear(table, f"{p}.self_attn.o_proj", heads * hd, h, gain=3.0)
+        if qk_norm:
+            norm(table, f"{p}.self_attn.q_norm", hd, center=2.0)
+            norm(table, f"{p}.self_attn.k_norm", hd, center=2.0)
+        for proj in ("gate", "up"):
+            linear(table, f"{p}.mlp.{proj}_proj", h, c["intermediate_size"])
+        linear(table, f"{p}.mlp.down_proj", c["intermediate_size"], h)
+        norm(table, f"{p}.input_layernorm", h)
+        norm(table, f"{p}.post_attention_layernorm", h)
+        if layer_scale:  # the reference inits 0.01; larger so the branches matter in a 2-layer model
+            for s in ("self_attn_layer_scale", "mlp_layer_scale"):
+                table[f"{p}.{s}.scale"] = ((h,), ("around", 0.3, 0.05))
+    norm(table, f"{prefix}.norm", h)
+
+
+def model_table(config: dict) -> dict:
+    t, table = config["talker_config"], {}
+    p, h = t["code_predictor_config"], t["hidden_size"]
+    decoder_layers(table, "talker.model", t)
+    table["talker.model.codec_embedding.weight"] = ((t["vocab_size"], h), ("normal", 1.0))
+    table["talker.model.text_embedding.weight"] = ((t["text_vocab_size"], t["text_hidden_size"]), ("normal", 1.0))
+    linear(table, "talker.text_projection.linear_fc1", t["text_hidden_size"], t["text_hidden_size"], bias=True)
+    linear(table, "talker.text_projection.linear_fc2", t["text_hidden_size"], h, bias=True, gain=2.0)
+    linear(table, "talker.codec_head", h, t["vocab_size"], gain=4.0)
+    cp = "talker.code_predictor"
+    decoder_layers(table, f"{cp}.model", p)
+    for g in range(t["num_code_groups"] - 1):
+        table[f"{cp}.model.codec_embedding.{g}.weight"] = ((p["vocab_size"], h), ("normal", 1.0))
+        linear(table, f"{cp}.lm_head.{g}", p["hidden_size"], p["vocab_size"], gain=4.0)
+    if p["hidden_size"] != h:
+        linear(table, f"{cp}.small_to_mtp_projection", h, p["hidden_size"], bias=True)
+    if config["tts_model_type"] == "base":
+        speaker_table(table, "speaker_encoder", config["speaker_encoder_config"])
+    return table
+
+
+def speaker_table(table: dict, prefix: str, s: dict) -> None:
+    ch, ks = s["enc_channels"], s["enc_kernel_sizes"]
+    conv(table, f"{prefix}.blocks.0.conv", s["mel_dim"], ch[0], ks[0])
+    for i in range(1, len(ch) - 1):
+        b, scale = f"{prefix}.blocks.{i}", s["enc_res2net_scale"]
+        conv(table, f"{b}.tdnn1.conv", ch[i - 1], ch[i], 1)
+        for j in range(scale - 1):
+            conv(table, f"{b}.res2net_block.blocks.{j}.conv", ch[i] // scale, ch[i] // scale, ks[i])
+        conv(table, f"{b}.tdnn2.conv", ch[i], ch[i], 1)
+        conv(table, f"{b}.se_block.conv1", ch[i], s["enc_se_channels"], 1)
+        conv(table, f"{b}.se_block.conv2", s["enc_se_channels"], ch[i], 1)
+    conv(table, f"{prefix}.mfa.conv", ch[-1], ch[-1], ks[-1])
+    conv(table, f"{prefix}.asp.tdnn.conv", ch[-1] * 3, s["enc_attention_channels"], 1)
+    conv(table, f"{prefix}.asp.conv", s["enc_attention_channels"], ch[-1], 1)
+    conv(table, f"{prefix}.fc", ch[-1] * 2, s["enc_dim"], 1)
+
+
+def snake(table: dict, name: str, dim: int) -> None:
+    # Log-scale parameters (the reference exponentiates them): near zero, not exactly zero.
+    table[f"{name}.alpha"] = ((dim,), ("normal", 0.1))
+    table[f"{name}.beta"] = ((dim,), ("normal", 0.1))
+
+
+def codec_table(d: dict) -> dict:
+    table, dim, latent = {}, d["codebook_dim"], d["latent_dim"]
+    pt = "decoder.pre_transformer"
+    decoder_layers(table, pt, d, layer_scale=True, qk_norm=False)
+    linear(table, f"{pt}.input_proj", latent, d["hidden_size"], bias=True)
+    linear(table, f"{pt}.output_proj", d["hidden_size"], latent, bias=True)
+    for part, n in (("rvq_first", 1), ("rvq_rest", d["num_quantizers"] - 1)):
+        q = f"decoder.quantizer.{part}"
+        conv(table, f"{q}.input_proj", dim, dim // 2, 1, bias=False)
+        conv(table, f"{q}.output_proj", dim // 2, dim, 1, bias=False)
+        for i in range(n):
+            table[f"{q}.vq.layers.{i}._codebook.cluster_usage"] = ((d["codebook_size"],), ("uniform", 0.5, 2.0))
+            table[f"{q}.vq.layers.{i}._codebook.embedding_sum"] = ((d["codebook_size"], dim // 2), ("normal", 1.0))
+    conv(table, "decoder.pre_conv.conv", dim, latent, 3)
+    for i, factor in enumerate(d["upsampling_ratios"]):
+        u = f"decoder.upsample.{i}"
+        conv(table, f"{u}.0.conv", latent, latent, factor, transposed=True)
+        conv(table, f"{u}.1.dwconv.conv", latent, latent, 7, groups=latent)
+        norm(table, f"{u}.1.norm", latent, bias=True)
+        linear(table, f"{u}.1.pwconv1", latent, 4 * latent, bias=True)
+        linear(table, f"{u}.1.pwconv2", 4 * latent, latent, bias=True)
+        table[f"{u}.1.gamma"] = ((latent,), ("around", 0.3, 0.05))  # the reference inits 1e-6
+    conv(table, "decoder.decoder.0.conv", latent, d["decoder_dim"], 7)
+    for i, rate in enumerate(d["upsample_rates"]):
+        b, n_in, n_out = f"decoder.decoder.{i + 1}.block", d["decoder_dim"] >> i, d["decoder_dim"] >> (i + 1)
+        snake(table, f"{b}.0", n_in)
+        conv(table, f"{b}.1.conv", n_in, n_out, 2 * rate, transposed=True)
+        for j in range(3):
+            snake(table, f"{b}.{j + 2}.act1", n_out)
+            conv(table, f"{b}.{j + 2}.conv1.conv", n_out, n_out, 7)
+            snake(table, f"{b}.{j + 2}.act2", n_out)
+            conv(table, f"{b}.{j + 2}.conv2.conv", n_out, n_out, 1, gain=0.3)  # tames 3 residual adds
+    out = d["decoder_dim"] >> len(d["upsample_rates"])
+    last = len(d["upsample_rates"]) + 1
+    snake(table, f"decoder.decoder.{last}", out)
+    conv(table, f"decoder.decoder.{last + 1}.conv", out, 1, 7, gain=0.15)  # output std ~0.25, rarely clamped
+    return table
+
+
+def random_weights(table: dict, seed: int) -> dict[str, torch.Tensor]:
+    """One generator per tensor, seeded by its name: a tensor's values do not depend on the others."""
+    weights = {}
+    for name, (shape, init) in sorted(table.items()):
+        g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        kind, *args = init
+        if kind == "normal":
+            w = torch.randn(shape, generator=g) * args[0]
+        elif kind == "around":
+            w = args[0] + torch.randn(shape, generator=g) * args[1]
+        else:
+            w = args[0] + torch.rand(shape, generator=g) * (args[1] - args[0])
+        weights[name] = w.float().contiguous()
+    return weights
+
+
+# ---------------------------------------------------------------------------------------------------
+# The text tokenizer: byte-level BPE (GPT-2 byte alphabet), merges learned from CORPUS.
+
+
+def byte_alphabet() -> list[str]:
+    """GPT-2's byte → printable character map, in byte order (the first 256 token ids)."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    extra = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(extra)) for b in range(256)]
+
+
+def learn_merges() -> list[tuple[str, str]]:
+    alphabet = byte_alphabet()
+    merges = []
+    for word in FORCED_WORDS:  # left-to-right chains: the lowest ranks, so they always apply first
+        merges += [(word[:i], word[i]) for i in range(1, len(word))]
+    pieces = re.findall(r" ?[^\W\d_]+| ?\d| ?[^\s\w]+|\s+", CORPUS)
+    words = Counter(tuple(alphabet[b] for b in piece.encode()) for piece in pieces)
+    for a, b in merges:
+        words = Counter({merge_pair(w, a, b): n for w, n in words.items()})
+    while len(merges) < NUM_MERGES:
+        pairs = Counter()
+        for w, n in words.items():
+            for pair in zip(w, w[1:]):
+                pairs[pair] += n
+        best = min(pairs, key=lambda p: (-pairs[p], p))  # most frequent, ties by the pair itself
+        merges.append(best)
+        words = Counter({merge_pair(w, *best): n for w, n in words.items()})
+    return merges
+
+
+def merge_pair(word: tuple[str, ...], a: str, b: str) -> tuple[str, ...]:
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and word[i] == a and word[i + 1] == b:
+            out.append(a + b)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def tokens() -> dict[str, int]:
+    vocab = {ch: i for i, ch in enumerate(byte_alphabet())}
+    for a, b in learn_merges():
+        vocab.setdefault(a + b, len(vocab))
+    assert len(vocab) == 256 + NUM_MERGES, "each merge adds a new token"
+    return vocab
+
+
+def write_tokenizer(folder: Path) -> None:
+    vocab = tokens()
+    dump(folder / "vocab.json", vocab)
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in learn_merges()))
+    added = {str(len(vocab) + i): dict(content=tok, lstrip=False, normalized=False, rstrip=False,
+                                       single_word=False, special=True) for i, tok in enumerate(SPECIAL_TOKENS)}
+    assert [int(k) for k, v in added.items() if v["content"] == "<|im_start|>"] == [TEXT_IDS["im_start_token_id"]]
+    dump(folder / "tokenizer_config.json", dict(
+        add_bos_token=False, add_prefix_space=False, added_tokens_decoder=added,
+        additional_special_tokens=list(SPECIAL_TOKENS[1:]), bos_token=None, clean_up_tokenization_spaces=False,
+        eos_token="<|im_end|>", errors="replace", model_max_length=4096, pad_token="<|endoftext|>",
+        split_special_tokens=False, tokenizer_class="Qwen2Tokenizer", unk_token=None))

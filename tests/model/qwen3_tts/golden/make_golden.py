@@ -1,0 +1,277 @@
+"""Writes the Qwen3-TTS golden fixtures (cases.json + golden.npz beside this file) from the reference.
+
+Run by `make qwen3-golden`, in .venv-qwen-ref (torch 2.13 CPU, transformers 4.57.3, qwen-tts 0.1.1
+installed --no-deps): never by the test suite. It builds both tiny checkpoints with Chorus's own
+builder, loads them with the reference's classes, and records for each case what Chorus must
+reproduce: the reference tokenizer's ids, the talker's prompt embeddings and trailing text, the
+greedy codes and their whole decode; for the base model the clip, its mel and x-vector, and the
+reference codes; and one sampled run's logits before and after the reference's processors.
+The reference is imported through importlib only: the project's import graph never names it.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.metadata
+import json
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3]))  # the repository root, for Chorus's builder
+
+from model.families.qwen3_tts.tiny_random import VERSION, ensure_tiny_qwen3  # noqa: E402
+
+ref = None  # the reference's inference module (qwen3_tts_model), imported by main()
+MAX_NEW_TOKENS = 32
+SEED = 1234
+TEXT_EN = "Hello world, this is a tiny test of speech."
+TEXT_ZH = "你好，今天天气很好。我们说话。"
+TEXT_SHORT = "Good morning."  # fewer text tokens than frames: streaming reads tts_pad after them
+INSTRUCT = "Speak slowly, in a warm and calm voice."
+CASES = [  # each runs in streaming (non_streaming_mode=False) and non-streaming mode
+    dict(name="cv_vivian_auto_en", model="custom_voice", text=TEXT_EN, language="Auto", speaker="Vivian"),
+    dict(name="cv_ryan_chinese_zh", model="custom_voice", text=TEXT_ZH, language="Chinese", speaker="ryan"),
+    dict(name="cv_eric_auto_zh", model="custom_voice", text=TEXT_ZH, language="auto", speaker="eric"),
+    dict(name="cv_dylan_english_en", model="custom_voice", text=TEXT_SHORT, language="english", speaker="dylan"),
+    dict(name="cv_vivian_instruct_en", model="custom_voice", text=TEXT_EN, language="english",
+         speaker="vivian", instruct=INSTRUCT),
+    dict(name="cv_design_en", model="custom_voice", text=TEXT_EN, language="auto", instruct=INSTRUCT),
+    dict(name="base_xvec_en", model="base", text=TEXT_EN, language="english"),
+    # ref text + text longer than the reference frames (the rest trails), then shorter (pads trail)
+    dict(name="base_icl_en", model="base", text=TEXT_EN, language="auto", ref_text="The weather is nice.",
+         ref_frames=8),
+    dict(name="base_icl_zh", model="base", text=TEXT_ZH, language="chinese", ref_text="我们说话。", ref_frames=40),
+]
+
+
+def import_reference():
+    """The reference's modules. torchaudio has no build for this torch; only the 25 Hz tokenizer
+    imports it (never called here), so an empty module satisfies that import."""
+    for name in ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi"):
+        stub = types.ModuleType(name)
+        stub.__path__, stub.__spec__ = [], importlib.machinery.ModuleSpec(name, None, is_package=True)
+        sys.modules.setdefault(name, stub)
+    sys.modules["torchaudio"].compliance = sys.modules["torchaudio.compliance"]
+    sys.modules["torchaudio.compliance"].kaldi = sys.modules["torchaudio.compliance.kaldi"]
+    return (importlib.import_module("qwen_tts.inference.qwen3_tts_model"),
+            importlib.import_module("qwen_tts.core.models.modeling_qwen3_tts"))
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_keys(module: torch.nn.Module, file: Path) -> list[str]:
+    """The checkpoint's keys are the module's state dict, except the Mimi encoder's (left out)."""
+    from safetensors import safe_open
+    with safe_open(str(file), "pt") as f:
+        keys = set(f.keys())
+    expected = set(module.state_dict())
+    missing, unexpected = sorted(expected - keys), sorted(keys - expected)
+    assert not unexpected and all(k.startswith("encoder.") for k in missing), (missing, unexpected)
+    return missing
+
+
+class Recorder:
+    """Captures, per generate() call, the talker's prompt inputs and each processor pass (scores
+    before and after the reference's LogitsProcessorList) of the talker and the code predictor."""
+
+    def __init__(self, model):
+        self.reset()
+        model.talker.model.register_forward_pre_hook(self._model_inputs, with_kwargs=True)
+        model.talker.register_forward_pre_hook(self._talker_inputs, with_kwargs=True)
+        for name, module in (("talker", model.talker), ("predictor", model.talker.code_predictor)):
+            module._get_logits_processor = self._recording(name, module._get_logits_processor)
+
+    def reset(self):
+        self.embeds = self.trailing = None
+        self.calls = {"talker": [], "predictor": []}
+        self.processors = {}
+
+    def _model_inputs(self, module, args, kwargs):
+        if self.embeds is None:
+            self.embeds = kwargs["inputs_embeds"][0].detach().clone()
+
+    def _talker_inputs(self, module, args, kwargs):
+        if self.trailing is None:
+            self.trailing = kwargs["trailing_text_hidden"][0].detach().clone()
+
+    def _recording(self, name, original):
+        def get(*args, **kwargs):
+            procs = original(*args, **kwargs)
+            self.processors[name] = [describe(p) for p in procs]
+            calls = self.calls[name]
+
+            class Recording(type(procs)):
+                def __call__(self, input_ids, scores, **kw):
+                    before = scores.detach().clone()
+                    after = super().__call__(input_ids, scores, **kw)
+                    calls.append((input_ids[0].clone(), before[0], after[0].detach().clone()))
+                    return after
+            return Recording(procs)
+        return get
+
+
+def describe(processor) -> dict:
+    fields = {k: v for k, v in vars(processor).items() if isinstance(v, (int, float, bool, str))}
+    if hasattr(processor, "suppress_tokens"):  # as [start, stop) runs: the list itself is ~1,000 ids
+        runs = []
+        for t in sorted(int(t) for t in processor.suppress_tokens.tolist()):
+            if runs and runs[-1][1] == t:
+                runs[-1][1] = t + 1
+            else:
+                runs.append([t, t + 1])
+        fields["suppress_token_ranges"] = runs
+    return {"class": type(processor).__name__, **fields}
+
+
+def synthetic_clip(seconds: float = 1.5, rate: int = 24000) -> np.ndarray:
+    """A deterministic 'voice': a gliding tone with two harmonics plus a little noise."""
+    t = np.arange(int(seconds * rate)) / rate
+    phase = 2 * np.pi * (140 * t + 60 * t ** 2)
+    tone = 0.3 * np.sin(phase) + 0.12 * np.sin(2 * phase) + 0.05 * np.sin(3 * phase)
+    return (tone + 0.02 * np.random.default_rng(SEED).standard_normal(t.size)).astype(np.float32)
+
+
+def main() -> None:
+    global ref
+    ref, modeling = import_reference()
+    torch.manual_seed(SEED)
+    arrays, cases, meta = {}, [], {"checkpoints": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        wrappers = {}
+        for kind, base in (("custom_voice", False), ("base", True)):
+            folder = ensure_tiny_qwen3(Path(tmp), base=base)
+            wrap = ref.Qwen3TTSModel.from_pretrained(str(folder))
+            missing = check_keys(wrap.model.speech_tokenizer.model, folder / "speech_tokenizer" / "model.safetensors")
+            assert not check_keys(wrap.model, folder / "model.safetensors")
+            meta["checkpoints"][kind] = dict(
+                name=folder.name, model_sha256=sha256(folder / "model.safetensors"),
+                codec_sha256=sha256(folder / "speech_tokenizer" / "model.safetensors"),
+                codec_missing_encoder_keys=len(missing))
+            wrappers[kind] = (wrap, Recorder(wrap.model))
+        base_wrap = wrappers["base"][0]
+        clip = synthetic_clip()
+        arrays["base_clip"] = clip
+        arrays["base_mel"] = modeling.mel_spectrogram(
+            torch.from_numpy(clip)[None], n_fft=1024, num_mels=128, sampling_rate=24000, hop_size=256,
+            win_size=1024, fmin=0, fmax=12000)[0].T.float().numpy()
+        xvector = base_wrap.model.extract_speaker_embedding(clip, 24000)
+        arrays["base_xvector"] = xvector.float().numpy()
+        for spec in CASES:
+            for streaming in (True, False):
+                cases.append(run_case(spec, streaming, wrappers, xvector, arrays))
+        cases.append(run_sampled(wrappers["custom_voice"], arrays))
+    meta.update(
+        builder_version=VERSION, max_new_tokens=MAX_NEW_TOKENS,
+        versions={name: importlib.metadata.version(name) for name in ("qwen-tts", "transformers", "torch", "numpy")},
+        processors={name: rec.processors for name, (_, rec) in wrappers.items()},
+        processors_note="each checkpoint's LogitsProcessorList of its last generate(): custom_voice's is the "
+                        "sampled run's, base's a greedy run's (no warpers; the code predictor's is empty)",
+        cases=cases, arrays={k: describe_array(k, v) for k, v in sorted(arrays.items())})
+    (HERE / "cases.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    np.savez_compressed(HERE / "golden.npz", **arrays)
+    print(f"{len(cases)} cases, {len(arrays)} arrays, {(HERE / 'golden.npz').stat().st_size} bytes")
+
+
+def run_case(spec: dict, streaming: bool, wrappers: dict, xvector: torch.Tensor, arrays: dict) -> dict:
+    wrap, rec = wrappers[spec["model"]]
+    name = f"{spec['name']}_{'stream' if streaming else 'full'}"
+    ids = wrap._tokenize_texts([wrap._build_assistant_text(spec["text"])])[0]
+    arrays[f"input_ids_{name}"] = ids[0].numpy()
+    kwargs = dict(input_ids=[ids], languages=[spec["language"]], non_streaming_mode=not streaming)
+    if spec.get("speaker"):
+        kwargs["speakers"] = [spec["speaker"]]
+    if spec.get("instruct"):
+        instruct = wrap._tokenize_texts([wrap._build_instruct_text(spec["instruct"])])[0]
+        arrays[f"instruct_ids_{name}"] = instruct[0].numpy()
+        kwargs["instruct_ids"] = [instruct]
+    ref_code = None
+    if spec["model"] == "base":
+        if spec.get("ref_text"):
+            ref_ids = wrap._tokenize_texts([wrap._build_ref_text(spec["ref_text"])])[0]
+            ref_code = torch.from_numpy(np.random.default_rng(SEED + spec["ref_frames"]).integers(
+                0, wrap.model.config.talker_config.code_predictor_config.vocab_size, (spec["ref_frames"], 16)))
+            arrays[f"ref_ids_{name}"], arrays[f"ref_codes_{name}"] = ref_ids[0].numpy(), ref_code.numpy()
+            kwargs["ref_ids"] = [ref_ids]
+        item = ref.VoiceClonePromptItem(ref_code=ref_code, ref_spk_embedding=xvector, ref_text=spec.get("ref_text"),
+                                        x_vector_only_mode=ref_code is None, icl_mode=ref_code is not None)
+        kwargs["voice_clone_prompt"] = wrap._prompt_items_to_voice_clone_prompt([item])
+    gen = wrap._merge_generate_kwargs(do_sample=False, subtalker_dosample=False, max_new_tokens=MAX_NEW_TOKENS)
+    rec.reset()
+    codes = wrap.model.generate(**kwargs, **gen)[0][0]
+    arrays[f"codes_{name}"] = codes.numpy().astype(np.int64)
+    arrays[f"talker_embeds_{name}"] = rec.embeds.float().numpy()
+    arrays[f"trailing_{name}"] = rec.trailing.float().numpy()
+    wavs, rate = wrap.model.speech_tokenizer.decode([{"audio_codes": codes}])
+    arrays[f"audio_{name}"] = wavs[0]
+    if ref_code is not None:  # what the reference's generate_voice_clone returns: decoded after the
+        # reference frames, then cut at their share of the samples
+        whole = wrap.model.speech_tokenizer.decode([{"audio_codes": torch.cat([ref_code, codes])}])[0][0]
+        cut = int(ref_code.shape[0] / max(ref_code.shape[0] + codes.shape[0], 1) * whole.shape[0])
+        arrays[f"audio_icl_{name}"] = whole[cut:]
+    eos = wrap.model.config.talker_config.codec_eos_token_id
+    stop = "eos" if int(rec.calls["talker"][-1][2].argmax()) == eos else "max_new_tokens"
+    print(name, tuple(codes.shape), stop, flush=True)
+    return dict(name=name, **{k: v for k, v in spec.items() if k != "name"}, non_streaming_mode=not streaming,
+                generate=gen, frames=int(codes.shape[0]), stop=stop, sample_rate=rate,
+                prompt_positions=int(rec.embeds.shape[0]), trailing_positions=int(rec.trailing.shape[0]))
+
+
+def run_sampled(wrapper: tuple, arrays: dict) -> dict:
+    """One sampled run (generation_config.json's parameters): its draws are not expected to be
+    matched, but each step's scores before and after the processors are exact targets."""
+    wrap, rec = wrapper
+    ids = wrap._tokenize_texts([wrap._build_assistant_text(TEXT_EN)])[0]
+    gen = wrap._merge_generate_kwargs(max_new_tokens=8)
+    rec.reset()
+    torch.manual_seed(SEED)
+    codes = wrap.model.generate(input_ids=[ids], languages=["auto"], speakers=["vivian"], **gen)[0][0]
+    steps, first = rec.calls["talker"], rec.calls["predictor"][: wrap.model.config.talker_config.num_code_groups - 1]
+    arrays["sampled_codes"] = codes.numpy().astype(np.int64)
+    arrays["sampled_talker_ids"] = steps[-1][0].numpy().astype(np.int64)
+    arrays["sampled_talker_logits"] = torch.stack([s[1] for s in steps]).float().numpy()
+    arrays["sampled_talker_scores"] = torch.stack([s[2] for s in steps]).float().numpy()
+    arrays["sampled_predictor_logits"] = torch.stack([s[1] for s in first]).float().numpy()
+    arrays["sampled_predictor_scores"] = torch.stack([s[2] for s in first]).float().numpy()
+    return dict(name="sampled_vivian_auto_en_stream", model="custom_voice", text=TEXT_EN, language="auto",
+                speaker="vivian", non_streaming_mode=False, generate=gen, seed=SEED, frames=int(codes.shape[0]),
+                talker_steps=len(steps), note="talker step s saw sampled_talker_ids[:s] as its previous ids")
+
+
+ARRAY_DOCS = {
+    "codes_": "greedy codes until end of speech (excluded) [T, 16] int64",
+    "input_ids_": "reference tokenizer ids of <|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>assistant\\n",
+    "instruct_ids_": "ids of <|im_start|>user\\n{instruct}<|im_end|>\\n",
+    "ref_ids_": "ids of <|im_start|>assistant\\n{ref_text}<|im_end|>\\n",
+    "ref_codes_": "the in-context reference frames [R, 16] (deterministic, drawn in range)",
+    "talker_embeds_": "the talker's prefill inputs_embeds [P, hidden]",
+    "trailing_": "trailing text hidden [L, hidden]: added to the codec input at decode step s < L, else tts_pad",
+    "audio_icl_": "reference decode of ref_codes + codes, cut at the reference frames' share (generate_voice_clone)",
+    "audio_": "reference speech tokenizer decode of codes_ (whole, one call) at the case's sample_rate",
+    "base_clip": "synthetic 24 kHz clip the base cases' x-vector comes from",
+    "base_mel": "the reference's log-mel of base_clip [frames, 128] (speaker encoder input)",
+    "base_xvector": "the reference speaker encoder's x-vector of base_clip [enc_dim]",
+    "sampled_talker_ids": "code-0 ids of the sampled run (the first s are step s's previous ids)",
+    "sampled_talker_logits": "talker logits per step before the processors [steps, vocab]",
+    "sampled_talker_scores": "after the processors (processors.custom_voice.talker, in order) [steps, vocab]",
+    "sampled_predictor_logits": "code predictor logits of the first frame's 15 steps before its processors",
+    "sampled_predictor_scores": "after its processors (processors.custom_voice.predictor)",
+    "sampled_codes": "the sampled run's codes (torch seed; not expected to be matched)",
+}
+
+
+def describe_array(name: str, value: np.ndarray) -> dict:
+    what = next(doc for prefix, doc in ARRAY_DOCS.items() if name.startswith(prefix))
+    return dict(shape=list(value.shape), dtype=str(value.dtype), what=what)
+
+
+if __name__ == "__main__":
+    main()
