@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from capacity.config import CapacityConfig
 from capacity.listener import Listener
@@ -119,10 +119,14 @@ class Admission:
     """
 
     def __init__(self, config: CapacityConfig, max_num_seqs: int, step_cost: StepCostModel, step_audio: float,
-                 first_audio_outputs: int) -> None:
+                 first_audio_outputs: int, free_slots: Callable[[], int | None] = lambda: None) -> None:
         self.max_queue_delay = config.max_queue_delay
         self.room_limit = config.room_limit
         self.max_num_seqs = max_num_seqs
+        # Streams that could open now for want of per-stream state (the codec's), None: no limit.
+        # Slots free as streams finish playing out, which the projection does not follow: a
+        # request without one waits in the queue (or is refused when it could not start in time).
+        self.free_slots = free_slots
         self.step_cost = step_cost
         self.step_audio = step_audio
         self.first_audio_outputs = first_audio_outputs
@@ -202,7 +206,8 @@ class Admission:
         """Room now: how many typical new requests (at most `room_limit`) could start now, one
         after another, each keeping every stream's deadlines (0 while the queue holds anyone:
         they go first)."""
-        room = min(self.room_limit, self.max_num_seqs - len(committed))
+        free = self.free_slots()
+        room = min(self.room_limit, self.max_num_seqs - len(committed), self.room_limit if free is None else free)
         if self.max_queue_delay is None or room <= 0:
             return max(0, room)
         if self.queue:
@@ -260,6 +265,9 @@ class Admission:
         return self.step_cost.prefill_seconds(tokens)
 
     def _starts_now(self, committed: list[StreamOutlook], newcomers: list[Candidate], now: float) -> bool:
+        free = self.free_slots()
+        if free is not None and len(newcomers) > free:
+            return False
         # NOTE: an idle engine starts anything: waiting cannot make it start any sooner.
         return (not committed and len(newcomers) == 1) or self._fits(committed, newcomers, now)
 

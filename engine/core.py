@@ -17,7 +17,7 @@ from engine.messages import AddRequest
 from engine.outputs import AudioChunk, EngineLimits, EngineStats
 from engine.request import Request
 from engine.request_table import RequestTable
-from engine.runner.model_runner import build_model_runner
+from engine.runner.model_runner import StepResult, build_model_runner
 from memory.block_hash import hash_full_blocks
 from model.families.base import SpeechFamily, SpeechPrompt
 from model.loader import load_family
@@ -53,7 +53,7 @@ class EngineCore:
         codec = self.family.codec
         streaming = config.streaming.resolve(codec.window_hints)
         self.audio = AudioStage.build(codec, streaming, config.capacity, config.gpu, self.device,
-                                      config.scheduler.max_num_seqs)
+                                      config.scheduler.max_num_seqs, config.cache.codec_state_slots)
         self.sample_rate = codec.sample_rate
         self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
         self.requests = RequestTable(self.family, self.scheduler, self.audio, self.stats, self.sample_rate)
@@ -66,6 +66,7 @@ class EngineCore:
         self.admission = Admission(
             config.capacity, config.scheduler.max_num_seqs, self.step_cost, 1.0 / self.limits.outputs_per_second,
             math.ceil((streaming.first_chunk_frames + streaming.first_lookahead_frames) / frames_per_output),
+            free_slots=lambda: self.audio.free_state_slots,
         )
 
     # ---- one step --------------------------------------------------------------------------
@@ -79,7 +80,7 @@ class EngineCore:
         ready = self._decode_audio()
         chunks = self.requests.record_audio(ready, self.audio.take_failures(), self.clock())
         self.audio.launch_next(self.clock())
-        self._observe(scheduled, self.clock() - started, result.forward_seconds)
+        self._observe(scheduled, self.clock() - started, result)
         return chunks
 
     # ---- requests in and out ---------------------------------------------------------------
@@ -208,15 +209,16 @@ class EngineCore:
             return []
         return hash_full_blocks(prompt.token_ids, self.config.cache.block_size, extra_key=prompt.cache_salt)
 
-    def _observe(self, scheduled: SchedulerOutput, step_seconds: float, forward_seconds: float) -> None:
+    def _observe(self, scheduled: SchedulerOutput, step_seconds: float, result: StepResult) -> None:
         """The step's cost (for the model that plans admission and prefill) and the stats."""
         if scheduled.chunks:
             rows = sum(1 for c in scheduled.chunks if c.num_new_tokens == 1)
-            self.step_cost.observe(rows, scheduled.num_batched_tokens - rows, step_seconds, forward_seconds)
+            self.step_cost.observe(rows, scheduled.num_batched_tokens - rows, step_seconds, result.forward_seconds)
         s = self.stats
         s.steps += 1
         s.step_seconds += step_seconds
-        s.forward_seconds += forward_seconds
+        s.forward_seconds += result.forward_seconds
+        s.emit_seconds += result.emit_seconds
         s.num_running = len(self.scheduler.running)
         s.num_waiting = len(self.scheduler.waiting)
         s.num_queued = len(self.admission.queue)

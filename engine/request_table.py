@@ -12,6 +12,7 @@ from engine.errors import RequestRejected
 from engine.outputs import AudioChunk, EngineStats
 from engine.request import Request
 from engine.runner.model_runner import StepResult
+from memory.state_slots import NoFreeSlot
 from model.families.base import SpeechFamily, StreamState
 from scheduler.output import SchedulerOutput
 from scheduler.scheduler import QueueFullError, Scheduler
@@ -69,14 +70,21 @@ class RequestTable:
     # ---- between steps: the engine's commands -----------------------------------------------
 
     def start(self, request: Request) -> None:
-        """Hands an admitted request to the scheduler and the audio stage; raises RequestRejected
-        if the scheduler's queue is full (nothing is kept then)."""
+        """Hands an admitted request to the audio stage and the scheduler; raises RequestRejected
+        if the codec's state slots are all taken (admission waits for one, but a continuation or
+        an engine without admission does not) or the scheduler's queue is full (nothing is kept
+        then)."""
+        try:
+            self.audio.open(request.request_id, request.listener)
+        except NoFreeSlot as exc:
+            raise RequestRejected(f"no room for another stream's codec state: {exc}", "overloaded",
+                                  self.audio.seconds_until_free_slot()) from exc
         try:
             self.scheduler.add(request.seq)
         except QueueFullError as exc:
+            self.audio.discard(request.request_id)
             raise RequestRejected(str(exc), "queue_full") from exc
         self._requests[request.request_id] = request
-        self.audio.open(request.request_id, request.listener)
         if request.follows is not None:
             # NOTE: the rest of the speech is this request's to project now; counted on both, the
             # projection would see one listener as two streams for as long as both generate.

@@ -20,6 +20,10 @@ class CacheConfig:
     # "auto": the model's dtype. "fp8_e4m3": half the bytes of bf16 (twice the blocks), stored with a
     # scale of 1.0 (values saturate at +-448) and upcast to the model's dtype when read.
     kv_cache_dtype: Literal["auto", "fp8_e4m3"] = "auto"
+    # Streams whose codec state (a streaming codec's convolution histories and attention windows,
+    # memory/state_slots.py) can be held at once; None: twice the scheduler's max_num_seqs, so
+    # every generating stream has one and as many again can finish playing out.
+    codec_state_slots: int | None = None
 
     def __post_init__(self) -> None:
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
@@ -32,5 +36,7 @@ class CacheConfig:
             raise ValueError(f"cpu_kv_cache_bytes must be > 0, got {self.cpu_kv_cache_bytes}")
         if self.num_blocks is not None and self.num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1 or None, got {self.num_blocks}")
+        if self.codec_state_slots is not None and self.codec_state_slots < 1:
+            raise ValueError(f"codec_state_slots must be >= 1 or None, got {self.codec_state_slots}")
         if self.kv_cache_dtype not in ("auto", "fp8_e4m3"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8_e4m3', got {self.kv_cache_dtype!r}")

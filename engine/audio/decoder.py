@@ -29,6 +29,7 @@ from capacity.listener import Listener
 from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
 from engine.audio.runners import SYNC_RUNNER, CodecRunner
+from memory.state_slots import StateSlotPool
 from model.codecs.base import FrameCodec, IncrementalDecoder
 
 
@@ -119,7 +120,7 @@ class StreamingDecoder:
     n_frames * samples_per_frame samples."""
 
     def __init__(self, codec: FrameCodec, config: StreamingConfig, incremental: IncrementalDecoder | None = None,
-                 capacity: CapacityConfig | None = None) -> None:
+                 capacity: CapacityConfig | None = None, state_pool: StateSlotPool | None = None) -> None:
         hints = codec.window_hints
         capacity = (capacity or CapacityConfig()).resolve(hints.urgent_slack_seconds, hints.defer_slack_seconds)
         ChunkPolicy(config, capacity)  # first: it refuses a config with fields left unresolved
@@ -140,6 +141,9 @@ class StreamingDecoder:
         self.config = config
         self.capacity = capacity
         self.incremental = incremental
+        # With a pool (a decoder with batched fixed-size states), each open stream owns a slot of
+        # it from `open` until it closes; the decoder's states live there, not in `_Stream.state`.
+        self.state_pool = state_pool
         self._lag_frames = 0 if incremental is None else lag_frames(incremental, codec)
         self._streams: dict[Hashable, _Stream] = {}
         self._failures: dict[Hashable, Exception] = {}
@@ -162,11 +166,19 @@ class StreamingDecoder:
         stream = self._streams.get(stream_id)
         return 0.0 if stream is None else (stream.received - stream.emitted) * self._frame_seconds
 
+    def seconds_until_free_slot(self) -> float:
+        """When a state slot should next be free: when the first stream that has all its frames
+        has emitted them (a frame's time if one is just finishing; a second if none is)."""
+        finished = [s.received - s.emitted for s in self._streams.values() if s.finished]
+        return max(1, min(finished)) * self._frame_seconds if finished else 1.0
+
     def open(self, stream_id: Hashable, listener: Listener | None = None) -> None:
         """Opens a stream whose chunks are sized and ordered by `listener`'s slack (which its
         owner keeps current as the chunks leave; a fresh one: no listener yet)."""
         if stream_id in self._streams:
             raise ValueError(f"stream {stream_id!r} is already open")
+        if self.state_pool is not None:
+            self.state_pool.allocate(stream_id)  # first: a full pool opens nothing
         self._streams[stream_id] = _Stream(listener=listener or Listener())
 
     def push(self, stream_id: Hashable, frames: Tensor) -> None:
@@ -183,7 +195,14 @@ class StreamingDecoder:
         self._streams[stream_id].finished = True
 
     def discard(self, stream_id: Hashable) -> None:
+        self._close(stream_id)
+
+    def _close(self, stream_id: Hashable) -> None:
+        """Forgets the stream (its last chunk left, it failed, or it was discarded) and returns
+        its decoder state slot."""
         self._streams.pop(stream_id, None)
+        if self.state_pool is not None:
+            self.state_pool.release(stream_id)
 
     def decode_ready(self, now: float) -> dict[Hashable, StreamChunk]:
         """Plans, decodes and emits every window ready at `now` (the engine clock's seconds)."""
@@ -275,7 +294,7 @@ class StreamingDecoder:
                         self._feed([one])
                     except Exception as exc:  # noqa: BLE001 - reported through take_failures
                         self._failures[one[0]] = exc
-                        del self._streams[one[0]]
+                        self._close(one[0])
         cut = [w for w in windows if w.start != w.end and not self._is_approximate(w, owners[w.stream_id])]
         return cut, [self._exact_audio(w, owners[w.stream_id]) for w in cut]
 
@@ -302,9 +321,16 @@ class StreamingDecoder:
             if pad:  # past the end every frame is zero padding, whatever it holds
                 frames = torch.cat([frames, frames.new_zeros((pad, *frames.shape[1:]))])
             pieces.append(frames)
-        states = [s.state if s.state is not None else self.incremental.initial_state() for s in streams]
         totals = [s.received if flush else None for s, (_, flush) in zip(streams, feeds)]
-        audio, states = self.incremental.decode(torch.stack(pieces), states, [s.fed for s in streams], totals)
+        if self.state_pool is not None:
+            slots = self.state_pool.slots_of([stream_id for stream_id, _ in feeds])
+            audio, batched = self.incremental.step(torch.stack(pieces), torch.tensor([s.fed for s in streams]),
+                                                   self.state_pool.gather(slots))
+            self.state_pool.scatter(slots, batched)
+            states = [None] * len(streams)
+        else:
+            states = [s.state if s.state is not None else self.incremental.initial_state() for s in streams]
+            audio, states = self.incremental.decode(torch.stack(pieces), states, [s.fed for s in streams], totals)
         spf = self.codec.samples_per_frame
         for stream, samples, state in zip(streams, audio.float().cpu().numpy(), states):
             stream.exact_start = stream.fed * spf - self.incremental.delay_samples - stream.exact.size
@@ -322,7 +348,7 @@ class StreamingDecoder:
             self._failures[window.stream_id] = RuntimeError(
                 f"frames [{window.start}, {window.end}) are not decoded yet (decoded: samples "
                 f"[{stream.exact_start}, {stream.exact_start + stream.exact.size}))")
-            del self._streams[window.stream_id]
+            self._close(window.stream_id)
             return None
         return stream.exact[begin : begin + length]
 
@@ -349,7 +375,7 @@ class StreamingDecoder:
                 # NOTE: a stream closed since its window was launched has no one to tell.
                 if self._streams.get(window.stream_id) is owners[window.stream_id]:
                     self._failures[window.stream_id] = exc
-                    del self._streams[window.stream_id]
+                    self._close(window.stream_id)
                 audio.append(None)
         return audio
 
@@ -415,7 +441,7 @@ class StreamingDecoder:
             fade = stream.tail.size
             pcm[:fade] = stream.tail * (1.0 - self._fade_in) + pcm[:fade] * self._fade_in
         if window.is_last:
-            del self._streams[window.stream_id]
+            self._close(window.stream_id)
         else:
             stream.tail = samples[end : end + self.config.crossfade_samples].copy()
             stream.emitted = window.end

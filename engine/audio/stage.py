@@ -12,7 +12,8 @@ from engine.audio.config import StreamingConfig
 from engine.audio.decoder import PendingAudio, StreamChunk, StreamingDecoder
 from engine.audio.runners import CodecRunner, runner_for
 from engine.gpu_config import GpuConfig
-from model.codecs.base import FrameCodec
+from memory.state_slots import StateSlotPool
+from model.codecs.base import FrameCodec, SlottedDecoder
 
 
 class AudioStage:
@@ -30,15 +31,19 @@ class AudioStage:
 
     @classmethod
     def build(cls, codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig, gpu: GpuConfig,
-              device: torch.device, max_num_seqs: int) -> AudioStage:
+              device: torch.device, max_num_seqs: int, state_slots: int | None = None) -> AudioStage:
         """The stage for `codec`, cutting windows as `config` (already resolved against the codec's
         window hints) says, on a side stream of `device` where `gpu` allows it, else in the step,
-        incrementally where the codec can and `config` lets it."""
+        incrementally where the codec can and `config` lets it; a decoder with fixed-size states
+        keeps them in a pool of `state_slots` streams (default twice max_num_seqs)."""
         runner = runner_for(codec, config, gpu, device, max_num_seqs, capacity)
         # NOTE: incremental decoding moves each stream's decoder state as it decodes; the side
         # stream's launch-now, collect-next-step overlap would need that state double-buffered.
         incremental = codec.incremental if runner is None and config.incremental else None
-        return cls(StreamingDecoder(codec, config, incremental, capacity), runner)
+        pool = None
+        if isinstance(incremental, SlottedDecoder):
+            pool = StateSlotPool(incremental.state_shapes(), state_slots or 2 * max_num_seqs, device)
+        return cls(StreamingDecoder(codec, config, incremental, capacity, pool), runner)
 
     def open(self, stream_id: Hashable, listener: Listener) -> None:
         self.decoder.open(stream_id, listener)
@@ -51,6 +56,15 @@ class AudioStage:
 
     def discard(self, stream_id: Hashable) -> None:
         self.decoder.discard(stream_id)
+
+    def seconds_until_free_slot(self) -> float:
+        return self.decoder.seconds_until_free_slot()
+
+    @property
+    def free_state_slots(self) -> int | None:
+        """Streams that could open now for want of codec state (None: the codec keeps none)."""
+        pool = self.decoder.state_pool
+        return None if pool is None else pool.num_free
 
     def pending_seconds(self, stream_id: Hashable) -> float:
         """Audio of the stream whose frames exist but that has not left yet."""

@@ -247,3 +247,15 @@ def test_room_in_time_is_none_when_the_streams_end_too_late_and_is_behind_the_qu
     admission.queue.append(make_request("waiting"))
     assert admission.room_in_time(playing(1, 1.0, 1000), now=0.0) == 1  # two fit: one is the queue's
     assert make_admission(max_queue_delay=None).room_in_time(playing(3, 1.0, 10), now=0.0) == 5
+
+
+def test_a_request_waits_while_no_state_slot_is_free_and_room_counts_the_slots():
+    free = [0]
+    admission = Admission(CapacityConfig(max_queue_delay=1.0), 8, StepCostModel(prior=(0.0, ROW_SECONDS, 0.0)),
+                          STEP_AUDIO, FIRST_AUDIO_OUTPUTS, free_slots=lambda: free[0])
+    assert not admission.offer(make_request("new"), [], now=0.0, continuation=False)
+    assert [r.request_id for r in admission.queue] == ["new"] and admission.room_now([], 0.0) == 0
+    free[0] = 1
+    started, refused = admission.poll([], now=0.1)
+    assert [r.request_id for r in started] == ["new"] and not refused
+    assert admission.room_now([], 0.1) == 1
