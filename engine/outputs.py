@@ -86,10 +86,11 @@ class EngineStats:
     prompt_tokens_computed: int = 0
     audio_seconds_generated: float = 0.0
     finished_by_reason: dict[str, int] = field(default_factory=dict)
-    # Summed over steps: the model forward (backbone + output head), the codec's window decodes,
-    # and whole steps. What is left is the engine's own work: scheduling, input preparation,
-    # sampling and bookkeeping.
+    # Summed over steps: the model forward (backbone + output head), the family's emit (sampling,
+    # and a depth stage such as Qwen3-TTS's code predictor), the codec's decodes, and whole steps.
+    # What is left is the engine's own work: scheduling, input preparation and bookkeeping.
     forward_seconds: float = 0.0
+    emit_seconds: float = 0.0
     codec_seconds: float = 0.0
     step_seconds: float = 0.0
 

@@ -18,6 +18,8 @@ logger = logging.getLogger("chorus.engine")
 def build_kv_cache(
     family: SpeechFamily, config: EngineConfig, device: torch.device
 ) -> tuple[KVCacheManager, list[torch.Tensor]]:
+    # NOTE: before sizing, so that what the depth stage's scratch takes is not promised to the KV pool.
+    family.reserve(config.scheduler.max_num_seqs)
     backbone = family.backbone
     spec = backbone.kv_spec
     dtype = kv_cache_dtype(config.cache, backbone.dtype)

@@ -26,6 +26,8 @@ class StepResult:
     outputs: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, Exception] = field(default_factory=dict)
     forward_seconds: float = 0.0
+    # The family's `emit`: sampling, and a depth stage where the family has one.
+    emit_seconds: float = 0.0
 
 
 class ModelRunner:
@@ -69,6 +71,7 @@ class ModelRunner:
             result.outputs.update(single.outputs)
             result.failures.update(single.failures)
             result.forward_seconds += single.forward_seconds
+            result.emit_seconds += single.emit_seconds
         return result
 
     @torch.inference_mode()
@@ -112,10 +115,12 @@ class ModelRunner:
         forward_seconds = self.clock() - started
         if head_out is None:
             return StepResult(forward_seconds=forward_seconds)
+        emit_started = self.clock()
         outputs = self.family.emit(head_out, [streams[c.seq.request_id] for c in emitting])
         return StepResult(
             outputs={c.seq.request_id: out for c, out in zip(emitting, outputs)},
             forward_seconds=forward_seconds,
+            emit_seconds=self.clock() - emit_started,
         )
 
 
