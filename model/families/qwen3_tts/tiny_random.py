@@ -18,19 +18,17 @@ Layout choices (ids mirror the real checkpoints' placement, shrunk):
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import zlib
-from collections import Counter
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
+from model.families.qwen3_tts.tiny_tokenizer import tokens, write_json, write_tokenizer
 from model.paths import cache_root
 
 VERSION = "v1"
@@ -45,19 +43,12 @@ LANGUAGES = {"english": CODEBOOK + 2, "german": CODEBOOK + 5, "chinese": CODEBOO
              "sichuan_dialect": CODEBOOK + 14, "beijing_dialect": CODEBOOK + 26}
 SPEAKERS = {"vivian": 1017, "ryan": 1013, "uncle_fu": 962, "eric": 827, "dylan": 830}
 DIALECTS = {"eric": "sichuan_dialect", "dylan": "beijing_dialect"}
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|tts_pad|>", "<|tts_text_bos|>",
-                  "<|tts_text_eod|>")
-NUM_MERGES, TEXT_VOCAB = 44, 320
+TEXT_VOCAB = 320
 TEXT_IDS = dict(im_start_token_id=301, im_end_token_id=302, tts_pad_token_id=303, tts_bos_token_id=304,
                 tts_eos_token_id=305)
 GENERATION = dict(do_sample=True, top_k=50, top_p=0.9, temperature=0.9, repetition_penalty=1.05,
                   subtalker_dosample=True, subtalker_top_k=30, subtalker_top_p=0.95,
                   subtalker_temperature=0.9, max_new_tokens=256)
-# The words forced to be single tokens (the reference slices `<|im_start|>assistant\n` as 3 ids),
-# then a fixed corpus the remaining merges are learned from.
-FORCED_WORDS = ("assistant", "user")
-CORPUS = ("the speech of the speaker is the sound of the text; she said that the weather is "
-          "nice and the voice is clear. 你好，今天天气很好。我们说话。")
 
 
 def ensure_tiny_qwen3(root: Path | None = None, base: bool = False) -> Path:
@@ -83,23 +74,19 @@ def ensure_tiny_qwen3(root: Path | None = None, base: bool = False) -> Path:
 def write_tiny_qwen3(folder: Path, base: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     config = model_config(base)
-    dump(folder / "config.json", config)
-    dump(folder / "generation_config.json", GENERATION)
-    write_tokenizer(folder)
+    write_json(folder / "config.json", config)
+    write_json(folder / "generation_config.json", GENERATION)
+    write_tokenizer(folder, TEXT_IDS["im_start_token_id"])
     save_file(random_weights(model_table(config), SEED), str(folder / "model.safetensors"))
     codec = folder / "speech_tokenizer"
     codec.mkdir()
     codec_cfg = codec_config()
-    dump(codec / "config.json", codec_cfg)
-    dump(codec / "preprocessor_config.json", dict(
+    write_json(codec / "config.json", codec_cfg)
+    write_json(codec / "preprocessor_config.json", dict(
         feature_extractor_type="EncodecFeatureExtractor", feature_size=1, padding_side="right",
         padding_value=0.0, return_attention_mask=True, sampling_rate=codec_cfg["input_sample_rate"],
         chunk_length_s=None, overlap=None))
     save_file(random_weights(codec_table(codec_cfg["decoder_config"]), SEED + 1), str(codec / "model.safetensors"))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def model_config(base: bool) -> dict:
@@ -295,68 +282,3 @@ def random_weights(table: dict, seed: int) -> dict[str, torch.Tensor]:
             w = args[0] + torch.rand(shape, generator=g) * (args[1] - args[0])
         weights[name] = w.float().contiguous()
     return weights
-
-
-# ---------------------------------------------------------------------------------------------------
-# The text tokenizer: byte-level BPE (GPT-2 byte alphabet), merges learned from CORPUS.
-
-
-def byte_alphabet() -> list[str]:
-    """GPT-2's byte → printable character map, in byte order (the first 256 token ids)."""
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    extra = iter(range(256, 512))
-    return [chr(b) if b in printable else chr(next(extra)) for b in range(256)]
-
-
-def learn_merges() -> list[tuple[str, str]]:
-    alphabet = byte_alphabet()
-    merges = []
-    for word in FORCED_WORDS:  # left-to-right chains: the lowest ranks, so they always apply first
-        merges += [(word[:i], word[i]) for i in range(1, len(word))]
-    pieces = re.findall(r" ?[^\W\d_]+| ?\d| ?[^\s\w]+|\s+", CORPUS)
-    words = Counter(tuple(alphabet[b] for b in piece.encode()) for piece in pieces)
-    for a, b in merges:
-        words = Counter({merge_pair(w, a, b): n for w, n in words.items()})
-    while len(merges) < NUM_MERGES:
-        pairs = Counter()
-        for w, n in words.items():
-            for pair in zip(w, w[1:]):
-                pairs[pair] += n
-        best = min(pairs, key=lambda p: (-pairs[p], p))  # most frequent, ties by the pair itself
-        merges.append(best)
-        words = Counter({merge_pair(w, *best): n for w, n in words.items()})
-    return merges
-
-
-def merge_pair(word: tuple[str, ...], a: str, b: str) -> tuple[str, ...]:
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and word[i] == a and word[i + 1] == b:
-            out.append(a + b)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
-
-
-def tokens() -> dict[str, int]:
-    vocab = {ch: i for i, ch in enumerate(byte_alphabet())}
-    for a, b in learn_merges():
-        vocab.setdefault(a + b, len(vocab))
-    assert len(vocab) == 256 + NUM_MERGES, "each merge adds a new token"
-    return vocab
-
-
-def write_tokenizer(folder: Path) -> None:
-    vocab = tokens()
-    dump(folder / "vocab.json", vocab)
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in learn_merges()))
-    added = {str(len(vocab) + i): dict(content=tok, lstrip=False, normalized=False, rstrip=False,
-                                       single_word=False, special=True) for i, tok in enumerate(SPECIAL_TOKENS)}
-    assert [int(k) for k, v in added.items() if v["content"] == "<|im_start|>"] == [TEXT_IDS["im_start_token_id"]]
-    dump(folder / "tokenizer_config.json", dict(
-        add_bos_token=False, add_prefix_space=False, added_tokens_decoder=added,
-        additional_special_tokens=list(SPECIAL_TOKENS[1:]), bos_token=None, clean_up_tokenization_spaces=False,
-        eos_token="<|im_end|>", errors="replace", model_max_length=4096, pad_token="<|endoftext|>",
-        split_special_tokens=False, tokenizer_class="Qwen2Tokenizer", unk_token=None))
