@@ -76,7 +76,8 @@ def write_tiny_qwen3(folder: Path, base: bool = False) -> None:
     config = model_config(base)
     write_json(folder / "config.json", config)
     write_json(folder / "generation_config.json", GENERATION)
-    write_tokenizer(folder, TEXT_IDS["im_start_token_id"])
+    specials = write_tokenizer(folder)
+    assert specials["<|im_start|>"] == TEXT_IDS["im_start_token_id"], "config.json's text ids name the tokenizer's"
     save_file(random_weights(model_table(config), SEED), str(folder / "model.safetensors"))
     codec = folder / "speech_tokenizer"
     codec.mkdir()

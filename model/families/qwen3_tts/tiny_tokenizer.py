@@ -65,18 +65,19 @@ def tokens() -> dict[str, int]:
     return vocab
 
 
-def write_tokenizer(folder: Path, im_start_id: int) -> None:
+def write_tokenizer(folder: Path) -> dict[str, int]:
+    """Writes the tokenizer files; returns each special token's id."""
     vocab = tokens()
     write_json(folder / "vocab.json", vocab)
     (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in learn_merges()))
     added = {str(len(vocab) + i): dict(content=tok, lstrip=False, normalized=False, rstrip=False,
                                        single_word=False, special=True) for i, tok in enumerate(SPECIAL_TOKENS)}
-    assert [int(k) for k, v in added.items() if v["content"] == "<|im_start|>"] == [im_start_id]
     write_json(folder / "tokenizer_config.json", dict(
         add_bos_token=False, add_prefix_space=False, added_tokens_decoder=added,
         additional_special_tokens=list(SPECIAL_TOKENS[1:]), bos_token=None, clean_up_tokenization_spaces=False,
         eos_token="<|im_end|>", errors="replace", model_max_length=4096, pad_token="<|endoftext|>",
         split_special_tokens=False, tokenizer_class="Qwen2Tokenizer", unk_token=None))
+    return {entry["content"]: int(index) for index, entry in added.items()}
 
 
 def write_json(path: Path, data: dict) -> None:

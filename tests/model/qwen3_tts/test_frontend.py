@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from model.families.base import PromptTooLong, VoiceNotFoundError
-from model.families.qwen3_tts import tiny_random
+from model.families.qwen3_tts import tiny_random, tiny_tokenizer
 from model.families.qwen3_tts.frontend import BadInstructions, LanguageNotSupported, Qwen3Frontend
 from model.families.qwen3_tts.prompt import SPEAKER_VECTOR
 
@@ -32,9 +32,9 @@ def write_checkpoint(folder, model_type="custom_voice", **top):
     if model_type == "voice_design":
         config["talker_config"] |= {"spk_id": {}, "spk_is_dialect": {}}
     folder.mkdir(parents=True, exist_ok=True)
-    tiny_random.dump(folder / "config.json", config)
-    tiny_random.dump(folder / "generation_config.json", tiny_random.GENERATION)
-    tiny_random.write_tokenizer(folder)
+    tiny_tokenizer.write_json(folder / "config.json", config)
+    tiny_tokenizer.write_json(folder / "generation_config.json", tiny_random.GENERATION)
+    tiny_tokenizer.write_tokenizer(folder)
     return folder
 
 
@@ -167,7 +167,7 @@ def test_default_sampling_is_the_generation_config(custom, tmp_path):
             params.min_tokens) == (g["temperature"], g["top_k"], g["top_p"], g["repetition_penalty"],
                                    g["max_new_tokens"], 2)
     folder = write_checkpoint(tmp_path)
-    tiny_random.dump(folder / "generation_config.json", g | {"do_sample": False})
+    tiny_tokenizer.write_json(folder / "generation_config.json", g | {"do_sample": False})
     assert Qwen3Frontend.from_folder("tiny", folder).default_sampling().greedy
 
 

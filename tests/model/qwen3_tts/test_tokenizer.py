@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.families.qwen3_tts import tiny_random
+from model.families.qwen3_tts import tiny_random, tiny_tokenizer
 from model.families.qwen3_tts.tokenizer import ASSISTANT_TEMPLATE, Qwen3TextTokenizer, build_qwen2_tokenizer
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -28,7 +28,7 @@ REFERENCE_IDS = {
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     path = tmp_path_factory.mktemp("qwen3-tokenizer")
-    tiny_random.write_tokenizer(path)
+    tiny_tokenizer.write_tokenizer(path)
     return path
 
 
