@@ -19,6 +19,7 @@ from api.config.serve_args import add_prompt_args, add_serve_args, serve_setting
 from api.config.settings import ApiSettings
 from api.http.draining import Drain
 from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
+from api.speech.catalog import Catalog
 from api.speech.early_refusal import EarlyRefusal
 from api.speech.errors import ENGINE_DEAD, UNSPEAKABLE, SpeechError
 from api.speech.planning import SegmentPlanner
@@ -37,7 +38,6 @@ async def _say(args: argparse.Namespace) -> int:
     settings = ApiSettings(prompt_workers=args.prompt_workers)
     async with EngineClient(engine_config_from_args(args)) as client, \
             PromptPool(client.frontend.prepare, settings.prompt_workers) as pool:
-        voice = args.voice or client.frontend.voices[0]
         if client.frontend.model_speed(args.speed) != args.speed:
             low, high = client.frontend.speed_range
             print(f"error: {client.frontend.model_name} speaks at speeds {low}-{high}; the HTTP API "
@@ -49,6 +49,8 @@ async def _say(args: argparse.Namespace) -> int:
                                    settings=settings, drain=Drain(), early_refusal=EarlyRefusal(admission_on=False))
         started = time.monotonic()
         try:
+            catalog = Catalog(client.frontend)
+            voice = catalog.voice_choice(args.voice or catalog.default_voice, args.language, args.instructions)
             synthesis, _ = await start_speech(services, args.text, voice, args.speed, args.seed, args.max_tokens)
         except SpeechError as exc:
             print(f"error: {exc.reason}", file=sys.stderr)
@@ -103,7 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     say = sub.add_parser("say", help="synthesize text to a WAV file through the engine")
     say.add_argument("text")
     say.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
-    say.add_argument("--voice", default=None)
+    say.add_argument("--voice", default=None, help="a voice of the model, or an OpenAI voice name (default: its first)")
+    say.add_argument("--language", default=None, help="the language the text is read in (default: auto)")
+    say.add_argument("--instructions", default=None,
+                     help="how to speak, for a model that reads instructions (Qwen3-TTS CustomVoice: optional; "
+                          "VoiceDesign: the voice's description, required)")
     say.add_argument("--seed", type=int, default=None)
     say.add_argument("--max-tokens", type=int, default=None, help="the most outputs of each segment")
     say.add_argument("--speed", type=float, default=1.0, help="speaking rate (models with rate control: joe)")

@@ -32,16 +32,18 @@ def model_uuid(model: str) -> str:
 
 @router.post("/v1/speak", response_class=StreamingResponse)
 async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | None = None,
-                container: str | None = None, sample_rate: str | None = None, speed: str | None = None):
+                container: str | None = None, sample_rate: str | None = None, speed: str | None = None,
+                language: str | None = None, instructions: str | None = None):
     """Deepgram's speak: the text of the JSON body in the voice `model` names, in `encoding`
-    (mp3 by default) within `container`, streamed as it is generated."""
+    (mp3 by default) within `container`, streamed as it is generated. Extensions: the `language`
+    the text is read in and the `instructions` of a model that reads them."""
     state = request.app.state
     request_id = str(uuid.uuid4())
     arrived = time.monotonic()
     try:
         try:
             text, voice, choice, speed_value = await _validated(request, state, model, encoding, container,
-                                                                sample_rate, speed)
+                                                                sample_rate, speed, language, instructions)
             synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value))
         except SpeechError as exc:
             raise DeepgramError.of(exc) from exc
@@ -62,7 +64,8 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
                              media_type=choice.media_type, headers=headers)
 
 
-async def _validated(request: Request, state, model: str, encoding, container, sample_rate, speed):
+async def _validated(request: Request, state, model: str, encoding, container, sample_rate, speed, language,
+                     instructions):
     check_ready(state.engine)
     try:
         # Bounded: a deeply nested body is a RecursionError to Python's parser (a 500). One of a
@@ -82,7 +85,7 @@ async def _validated(request: Request, state, model: str, encoding, container, s
         raise DeepgramError(400, "UNKNOWN_MODEL", str(exc)) from None
     except InvalidAudioQuery as exc:
         raise DeepgramError(400, "INVALID_QUERY_PARAMETER", str(exc)) from None
-    return text, voice, choice, parse_speed(speed)
+    return text, state.catalog.voice_choice(voice, language, instructions), choice, parse_speed(speed)
 
 
 def parse_speed(speed: str | None) -> float:

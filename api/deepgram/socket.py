@@ -13,6 +13,8 @@ drops the buffered text and every turn: their engine requests are aborted (block
 a step) and no frame of their audio leaves after the Clear is read. Asked for
 (`timestamps=word`, an extension), each audio message is followed by a `Timestamps` message
 with the words whose audio it starts, timed in seconds of all the audio the connection has sent.
+The `language` and `instructions` query parameters (extensions, as on the REST route) hold for
+every turn.
 
 Limits (api/config/settings.py), each answered in Deepgram's protocol; an Error leaves the connection
 open and says what was dropped:
@@ -63,6 +65,7 @@ from api.speech.synthesis import SegmentedSynthesis
 from api.speech.text_split import UncuttableText, check_runs
 from api.speech.text_stream import TextStream
 from api.speech.word_timeline import word_events
+from api.speech.voice_choice import VoiceChoice
 from model.families.base import SpokenWord
 
 logger = logging.getLogger("chorus.api")
@@ -114,7 +117,8 @@ def parse_message(raw: str, max_bytes: int) -> dict:
 @router.websocket("/v1/speak")
 async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encoding: str | None = None,
                        sample_rate: str | None = None, speed: str | None = None,
-                       timestamps: str | None = None) -> None:
+                       timestamps: str | None = None, language: str | None = None,
+                       instructions: str | None = None) -> None:
     state = websocket.app.state
     request_id = str(uuid.uuid4())
     subprotocol = _authenticated(websocket, state.settings.api_key)
@@ -122,7 +126,7 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
         if subprotocol is False:
             raise DeepgramError(401, "INVALID_AUTH", "Invalid credentials.")
         check_ready(state.engine)
-        voice = deepgram_voice(model, state.catalog)
+        voice = state.catalog.voice_choice(deepgram_voice(model, state.catalog), language, instructions)
         choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
         speed_value = parse_speed(speed)
         words = state.catalog.asks_word_timestamps(timestamps)
@@ -191,7 +195,7 @@ class Turn:
         # NOTE: stalled on the send timeout's clock: backpressure's paused request whose audio
         # nobody takes and a send that does not complete are one client that stopped reading.
         synthesis = self.synthesis = SegmentedSynthesis(
-            state.engine, self.segments, session.voice, self.model_speed, state.settings.client_backlog_seconds,
+            state.engine, self.segments, session.voice.name, self.model_speed, state.settings.client_backlog_seconds,
             session.send_timeout, on_stall=self._stalled)
         state.drain.register(synthesis)
         outcome = "disconnected"
@@ -283,7 +287,7 @@ class SpeakSession:
     closes the connection with its code and reason, tried for CLOSE_SECONDS; when the connection
     ends, every engine request it opened is aborted."""
 
-    def __init__(self, websocket: WebSocket, state, voice: str, choice: AudioChoice, speed: float,
+    def __init__(self, websocket: WebSocket, state, voice: VoiceChoice, choice: AudioChoice, speed: float,
                  timestamps: bool = False) -> None:
         self.websocket = websocket
         self.state = state

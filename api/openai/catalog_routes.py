@@ -22,15 +22,17 @@ async def list_models(request: Request) -> dict:
 
 @router.get("/v1/audio/voices")
 async def list_voices(request: Request) -> dict:
-    """Each model's voices, the OpenAI voice names that alias them and the timestamps it can
-    send (`["word"]`, or none); `voices` again as the flat `{"id", "name"}` list that Open
-    WebUI reads (it fetches this route without a key)."""
+    """Each model's voices, the OpenAI voice names that alias them, the languages it reads
+    (`language`), whether it reads `instructions` and the timestamps it can send (`["word"]`, or
+    none); `voices` again as the flat `{"id", "name"}` list that Open WebUI reads (it fetches
+    this route without a key)."""
     catalog = request.app.state.catalog
     flat = [{"id": voice, "name": voice} for voice in catalog.voices]
     flat += [{"id": alias, "name": f"{alias} ({voice})"} for alias, voice in catalog.voice_aliases.items()]
     return {
         "object": "list",
         "data": [{"model": catalog.model_name, "voices": list(catalog.voices), "aliases": catalog.voice_aliases,
+                  "languages": list(catalog.languages), "instructions": catalog.reads_instructions,
                   "timestamps": ["word"] if catalog.word_timestamps else []}],
         "voices": flat,
     }

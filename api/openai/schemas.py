@@ -1,6 +1,6 @@
-"""The speech request body: OpenAI's fields and limits, plus documented extensions (the sample
-rate, a seed, word timestamps in the event stream, and the G.711 response formats `mulaw` and
-`alaw`)."""
+"""The speech request body: OpenAI's fields and limits, plus documented extensions (the language,
+the sample rate, a seed, word timestamps in the event stream, and the G.711 response formats
+`mulaw` and `alaw`)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -8,9 +8,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.speech.audio.encoders import RESPONSE_FORMATS
+from api.speech.catalog import MAX_INSTRUCTIONS_CHARS
 
 MAX_INPUT_CHARS = 4096
-MAX_INSTRUCTIONS_CHARS = 4096
 
 ResponseFormat = Literal[RESPONSE_FORMATS]  # type: ignore[valid-type]
 
@@ -36,7 +36,9 @@ class SpeechRequest(BaseModel):
     # and a finite one (Python's JSON reader takes NaN and Infinity).
     speed: float = Field(default=1.0, ge=0.25, le=4.0, strict=True, allow_inf_nan=False)
     stream_format: Literal["audio", "sse"] = "audio"
-    # Extensions (not in OpenAI's API): output sample rate, and a seed for reproducible audio.
+    # Extensions (not in OpenAI's API): the language the input is read in (a name from
+    # /v1/audio/voices; absent: "auto"), output sample rate, and a seed for reproducible audio.
+    language: str | None = Field(default=None, min_length=1, max_length=64)
     sample_rate: int | None = Field(default=None, ge=8000, le=48000, strict=True)
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
     # "word": `speech.audio.timestamps` events among the deltas (stream_format "sse" only).

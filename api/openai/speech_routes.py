@@ -66,7 +66,7 @@ async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioP
     try:
         check_ready(state.engine)
         state.catalog.resolve_model(body.model)
-        voice = state.catalog.resolve_voice(body.voice_name)
+        voice = state.catalog.voice_choice(body.voice_name, body.language, body.instructions)
         if body.timestamps == "word" and body.stream_format != "sse":
             raise ApiError(400, "timestamps 'word' needs stream_format 'sse' (the timestamps are events beside "
                            "the audio)", "invalid_value", "timestamps")

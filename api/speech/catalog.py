@@ -1,44 +1,69 @@
 """What this server offers: the served model under its own name and OpenAI's, its voices under
-their own names and OpenAI's, and whether it can time words."""
+their own names and OpenAI's, the languages it reads, whether it reads instructions and whether it
+can time words; and a request's voice, language and instructions resolved into a VoiceChoice."""
 from __future__ import annotations
 
 from api.speech.errors import VOICE_NOT_FOUND, SpeechError
-from model.families.base import PromptFrontend
+from api.speech.voice_choice import VoiceChoice
+from model.families.base import AUTO_LANGUAGE, PromptFrontend
 
 # Model names OpenAI clients send; each means "the served model".
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
-# OpenAI voice → the Orpheus voice of a similar character. For a model without that voice, the
-# OpenAI voice at position i maps to the model's voice i (mod the number of voices).
+# OpenAI voice → the voices of a similar character, one per family that has named voices (Orpheus,
+# Qwen3-TTS CustomVoice): the first the model has. For a model with none of them, the OpenAI voice
+# at position i maps to the model's voice i (mod the number of voices).
 OPENAI_VOICE_ALIASES = {
-    "alloy": "tara",
-    "ash": "leo",
-    "ballad": "dan",
-    "coral": "leah",
-    "echo": "zac",
-    "fable": "jess",
-    "onyx": "dan",
-    "nova": "mia",
-    "sage": "zoe",
-    "shimmer": "jess",
-    "verse": "leo",
+    "alloy": ("tara", "serena"),
+    "ash": ("leo", "ryan"),
+    "ballad": ("dan", "aiden"),
+    "coral": ("leah", "vivian"),
+    "echo": ("zac", "aiden"),
+    "fable": ("jess", "ryan"),
+    "onyx": ("dan", "uncle_fu"),
+    "nova": ("mia", "vivian"),
+    "sage": ("zoe", "serena"),
+    "shimmer": ("jess", "sohee"),
+    "verse": ("leo", "ryan"),
 }
+# The most characters of a request's instructions (OpenAI's limit).
+MAX_INSTRUCTIONS_CHARS = 4096
 
 
 class Catalog:
     """Resolves requested model and voice names. Invariant: `resolve_voice` returns only voices
-    the frontend can prepare; anything else is a SpeechError (404) naming the parameter."""
+    the frontend can prepare, `resolve_language` only languages it reads; anything else is a
+    SpeechError naming the parameter."""
 
     def __init__(self, frontend: PromptFrontend) -> None:
         self.model_name = frontend.model_name
         self.voices = tuple(frontend.voices)
+        self.languages = tuple(frontend.languages)
+        self.reads_instructions = frontend.reads_instructions
         self.word_timestamps = frontend.word_timestamps
         self.model_names = (self.model_name, *OPENAI_MODEL_ALIASES)
+        self._by_key = {voice.lower(): voice for voice in self.voices}
         self.voice_aliases = {
-            alias: target if target in self.voices else self.voices[i % len(self.voices)]
-            for i, (alias, target) in enumerate(OPENAI_VOICE_ALIASES.items())
-            if alias not in self.voices
+            alias: self._alias_target(i, characters)
+            for i, (alias, characters) in enumerate(OPENAI_VOICE_ALIASES.items())
+            if self.voices and alias not in self._by_key
         }
+
+    def _alias_target(self, i: int, characters: tuple[str, ...]) -> str:
+        ours = [self._by_key[name] for name in characters if name in self._by_key]
+        return ours[0] if ours else self.voices[i % len(self.voices)]
+
+    @property
+    def default_voice(self) -> str:
+        """The voice a request that names none gets: the model's first."""
+        if not self.voices:
+            raise self._no_voices()
+        return self.voices[0]
+
+    def _no_voices(self) -> SpeechError:
+        return SpeechError(404, VOICE_NOT_FOUND, f"The model '{self.model_name}' has no voices of its own (a "
+                           "Qwen3-TTS Base checkpoint clones voices, which this server does not serve yet)",
+                           param="voice")
 
     def resolve_model(self, name: str) -> str:
         if name not in self.model_names:
@@ -46,14 +71,38 @@ class Catalog:
                               f"The model '{name}' does not exist; this server serves '{self.model_name}'", param="model")
         return self.model_name
 
+    def own_voice(self, name: str) -> str | None:
+        """The served voice `name` names (in any case), in its own spelling; None if none does."""
+        return self._by_key.get(name.lower())
+
     def resolve_voice(self, name: str) -> str:
-        if name in self.voices:
-            return name
+        """A served voice (matched in any case) or an OpenAI alias of one."""
+        if (voice := self.own_voice(name)) is not None:
+            return voice
         if name in self.voice_aliases:
             return self.voice_aliases[name]
+        if not self.voices:
+            raise self._no_voices()
         raise SpeechError(404, VOICE_NOT_FOUND, f"The voice '{name}' does not exist; available: "
                           f"{', '.join(self.voices)} (and the OpenAI names {', '.join(self.voice_aliases)})",
                           param="voice")
+
+    def resolve_language(self, name: str | None) -> str | None:
+        """The model's name for `name` (any case); None for AUTO_LANGUAGE or no name."""
+        language = (name or AUTO_LANGUAGE).lower()
+        if language not in self.languages:
+            raise SpeechError(400, "unsupported_value", f"The model '{self.model_name}' does not read language "
+                              f"'{name}'; it reads {', '.join(self.languages)}", param="language")
+        return None if language == AUTO_LANGUAGE else language
+
+    def voice_choice(self, voice: str, language: str | None = None, instructions: str | None = None) -> VoiceChoice:
+        """The request's voice, language and instructions, each checked (SpeechError naming the
+        parameter); instructions are dropped for a model that does not read them."""
+        if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+            raise SpeechError(400, "invalid_value", f"instructions may have at most {MAX_INSTRUCTIONS_CHARS} "
+                              f"characters; got {len(instructions)}", param="instructions")
+        return VoiceChoice(self.resolve_voice(voice), self.resolve_language(language),
+                           instructions if self.reads_instructions else None)
 
     def asks_word_timestamps(self, timestamps: str | None) -> bool:
         """Whether a request's `timestamps` (absent, "none" or "word") asks for word timestamps;

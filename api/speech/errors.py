@@ -1,6 +1,7 @@
 """Why a speech could not start, in no protocol's shape: the engine's refusals and failures, a
-text with nothing to speak, a shutdown drain, an engine not ready yet. The OpenAI routes, the
-Deepgram REST route, the Deepgram socket and `chorus say` each render a SpeechError their own way.
+text with nothing to speak, an option the model cannot take (language, instructions), a shutdown
+drain, an engine not ready yet. The OpenAI routes, the Deepgram REST route, the Deepgram socket
+and `chorus say` each render a SpeechError their own way.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from api.http.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
 from api.speech.synthesis import SynthesisFailed
 from api.speech.text_split import UnspeakableText
 from engine.errors import EngineDeadError, RequestRejected
-from model.families.base import VoiceNotFoundError
+from model.families.base import LanguageNotSupported, OptionRefused, VoiceNotFoundError
 
 # The codes of the errors raised here (besides the engine's own RequestRejected codes).
 ENGINE_NOT_READY = "engine_not_ready"
@@ -57,6 +58,9 @@ def speech_error(exc: BaseException, default_retry_after: int) -> SpeechError | 
         return SpeechError(400, UNSPEAKABLE, f"The text cannot be spoken: {exc}", reason=reason, param="input")
     if isinstance(exc, VoiceNotFoundError):
         return SpeechError(404, VOICE_NOT_FOUND, reason, param="voice")
+    if isinstance(exc, OptionRefused):
+        code = "unsupported_value" if isinstance(exc, LanguageNotSupported) else "invalid_value"
+        return SpeechError(400, code, f"Invalid value for '{exc.param}': {exc}", reason=reason, param=exc.param)
     if isinstance(exc, EngineDeadError):
         return SpeechError(503, ENGINE_DEAD, "The engine has stopped; see the server log", reason=reason)
     return None

@@ -10,8 +10,9 @@ from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
 from api.speech.synthesis import Segment
 from api.speech.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
+from api.speech.voice_choice import VoiceChoice
 from engine.outputs import EngineLimits
-from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
+from model.families.base import OptionRefused, PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 
 # A too-long segment is cut this far below the share of it that would fit, so that the head
@@ -57,7 +58,7 @@ class SpeechSegments:
     its texts through `extend` and ends with `finish`; until then `next` waits for more.
     """
 
-    def __init__(self, planner: SegmentPlanner, texts: list[str], voice: str, speed: float,
+    def __init__(self, planner: SegmentPlanner, texts: list[str], voice: VoiceChoice, speed: float,
                  params: SamplingParams, complete: bool = True) -> None:
         self._planner = planner
         self._voice = voice
@@ -148,11 +149,12 @@ class SpeechSegments:
 
     async def _prepared(self, planned: _Planned):
         """The piece's prompt; None when the front end finds nothing to speak in it; _REPLACED when its
-        prompt would be over the token limit, and it has been replaced by its pieces."""
+        prompt would be over the token limit, and it has been replaced by its pieces. What the front
+        end refuses whatever the text (the voice, the language, the instructions) is raised."""
         self._submit(planned)
         try:
             return await planned.job
-        except VoiceNotFoundError:
+        except (VoiceNotFoundError, OptionRefused):
             raise
         except PromptTooLong as exc:
             if len(planned.text) < 2:
@@ -187,7 +189,7 @@ class SegmentPlanner:
         self.settings = settings
         self.limits = limits
 
-    async def plan(self, text: str, voice: str, speed: float = 1.0,
+    async def plan(self, text: str, voice: VoiceChoice, speed: float = 1.0,
                    params: SamplingParams | None = None) -> SpeechSegments:
         """The speech's segments, none prepared yet. `params` (default: the model's) apply to
         every segment, each with its own output budget. The text is cut on a worker thread (its
@@ -209,7 +211,8 @@ class SegmentPlanner:
         check_runs(text, settings.max_word_chars)
         return plan_texts(text, settings.first_segment_max_words, settings.max_segment_chars, settings.max_segment_words)
 
-    def plan_live(self, voice: str, speed: float = 1.0, params: SamplingParams | None = None) -> SpeechSegments:
+    def plan_live(self, voice: VoiceChoice, speed: float = 1.0,
+                  params: SamplingParams | None = None) -> SpeechSegments:
         """A speech whose text arrives while it plays: `extend` it with ready segments (cut by
         api/speech/text_stream.py) and `finish` it."""
         return SpeechSegments(self, [], voice, speed, params or self.frontend.default_sampling(), complete=False)

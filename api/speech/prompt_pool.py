@@ -14,9 +14,11 @@ from typing import Callable
 
 from api.speech.heap import give_back_memory
 from api.http.metrics import PROMPT_KINDS, PromptPoolMetrics
+from api.speech.voice_choice import VoiceChoice
 from model.families.base import SpeechPrompt
 
-# prepare(text, voice, speed, max_tokens=...): a front end's `prepare` (model/families/base.py).
+# prepare(text, voice, speed, max_tokens=..., language=..., instructions=...): a front end's
+# `prepare` (model/families/base.py).
 Prepare = Callable[..., SpeechPrompt]
 FIRST, LATER = PROMPT_KINDS
 
@@ -28,7 +30,7 @@ class _Job:
     need: tuple[int, int, int, int]
     kind: str = field(compare=False)
     text: str = field(compare=False)
-    voice: str = field(compare=False)
+    voice: VoiceChoice = field(compare=False)
     speed: float = field(compare=False)
     max_tokens: int | None = field(compare=False)
     future: asyncio.Future = field(compare=False)
@@ -95,11 +97,11 @@ class PromptPool:
         """A new speech's place in arrival order, for its jobs' `arrival`."""
         return next(self._arrivals)
 
-    def submit(self, text: str, voice: str, speed: float, *, arrival: int, index: int, first: bool,
+    def submit(self, text: str, voice: VoiceChoice, speed: float, *, arrival: int, index: int, first: bool,
                max_tokens: int | None = None) -> asyncio.Future:
-        """Queues `prepare(text, voice, speed, max_tokens=max_tokens)` for segment `index` of the
-        speech that arrived `arrival`-th; `first`: its first audio waits on this one. Cancelling
-        the returned future drops the job."""
+        """Queues the prompt of `text` in `voice` (its name, language and instructions) at `speed`,
+        of at most `max_tokens`, for segment `index` of the speech that arrived `arrival`-th;
+        `first`: its first audio waits on this one. Cancelling the returned future drops the job."""
         kind = FIRST if first else LATER
         future = asyncio.get_running_loop().create_future()
         need = (0 if first else 1, arrival, index, next(self._submissions))
@@ -147,7 +149,9 @@ class PromptPool:
             self._later_running += later
             self._running += 1
             try:
-                prepare = functools.partial(self._prepare, job.text, job.voice, job.speed, max_tokens=job.max_tokens)
+                voice = job.voice
+                prepare = functools.partial(self._prepare, job.text, voice.name, job.speed, max_tokens=job.max_tokens,
+                                            language=voice.language, instructions=voice.instructions)
                 prompt = await loop.run_in_executor(self._executor, prepare)
             except Exception as exc:  # the front end's refusal belongs to whoever asked
                 if not job.future.done():

@@ -14,6 +14,7 @@ from api.speech.early_refusal import EarlyRefusal
 from api.speech.errors import ENGINE_NOT_READY, SpeechError, speech_error
 from api.speech.planning import SegmentPlanner
 from api.speech.synthesis import SegmentedSynthesis
+from api.speech.voice_choice import VoiceChoice
 from engine.client import EngineClient
 
 
@@ -34,12 +35,13 @@ def check_ready(engine: EngineClient) -> None:
         raise SpeechError(503, ENGINE_NOT_READY, "The engine is not ready yet; retry shortly")
 
 
-async def start_speech(services: SpeechServices, text: str, voice: str, speed: float, seed: int | None = None,
-                       max_tokens: int | None = None) -> tuple[SegmentedSynthesis, float]:
-    """Plans `text` and starts its synthesis: returns it, with its first audio on the way, and the
-    speed the model speaks at (the audio pipeline stretches the rest of `speed`). Raises
-    SpeechError when it cannot start (a drain, no room, nothing to speak, the engine's refusal of
-    its first segment, an unknown voice, a dead engine); nothing is left running then. A full
+async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, speed: float,
+                       seed: int | None = None, max_tokens: int | None = None) -> tuple[SegmentedSynthesis, float]:
+    """Plans `text` and starts its synthesis in `voice` (Catalog.voice_choice): returns it, with
+    its first audio on the way, and the speed the model speaks at (the audio pipeline stretches
+    the rest of `speed`). Raises SpeechError when it cannot start (a drain, no room, nothing to
+    speak, the engine's refusal of its first segment, a voice, language or instructions the front
+    end refuses, a dead engine); nothing is left running then. A full
     engine refuses it before its text is prepared; its first audio is due `max_queue_delay` after
     this call, its preparation included."""
     engine = services.engine
@@ -53,7 +55,7 @@ async def start_speech(services: SpeechServices, text: str, voice: str, speed: f
             params = params.replace(max_tokens=max_tokens)
         segments = await services.planner.plan(text, voice, model_speed, params)
         settings = services.settings
-        synthesis = SegmentedSynthesis(engine, segments, voice, model_speed, settings.client_backlog_seconds,
+        synthesis = SegmentedSynthesis(engine, segments, voice.name, model_speed, settings.client_backlog_seconds,
                                        settings.stalled_client_seconds)
         services.drain.register(synthesis)
         try:

@@ -11,10 +11,19 @@ function headers() {
   return h;
 }
 
+// The options both modes send besides the voice: the language when not the model's own choice,
+// instructions when the model reads them and some are typed.
+function voicing() {
+  const options = {};
+  if ($("language").value && $("language").value !== "auto") options.language = $("language").value;
+  if (!$("instructions-row").hidden && $("instructions").value.trim()) options.instructions = $("instructions").value;
+  return options;
+}
+
 function body(format) {
   return JSON.stringify({
     model: "tts-1", input: $("text").value, voice: $("voice").value,
-    response_format: format, speed: Number($("speed").value) || 1,
+    response_format: format, speed: Number($("speed").value) || 1, ...voicing(),
   });
 }
 
@@ -29,6 +38,9 @@ async function loadVoices() {
   const model = (await response.json()).data[0];
   modelTimestamps = model.timestamps || [];
   for (const voice of model.voices) select.add(new Option(voice, voice));
+  $("language").replaceChildren();
+  for (const language of model.languages || ["auto"]) $("language").add(new Option(language, language));
+  $("instructions-row").hidden = !model.instructions;
 }
 
 // pcm16 little-endian bytes → float samples; an odd trailing byte waits for the next piece.

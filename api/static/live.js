@@ -81,6 +81,7 @@ class LiveSession {
     this.player.context.resume();
     const query = new URLSearchParams({ model: $("voice").value, encoding: "linear16", sample_rate: String(LIVE_RATE) });
     if (modelTimestamps.includes("word")) query.set("timestamps", "word");
+    for (const [name, value] of Object.entries(voicing())) query.set(name, value);
     if (Number($("speed").value) && Number($("speed").value) !== 1) query.set("speed", $("speed").value);
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const key = $("key").value;
@@ -232,5 +233,5 @@ $("live-text").addEventListener("input", (e) => live.typed(e.target.value).catch
 $("live-text").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); live.flush().catch(report); }
 });
-// Another voice, key or speed needs another connection.
-for (const id of ["voice", "key", "speed"]) $(id).addEventListener("change", () => { if (live.socket) live.socket.close(); });
+// Another voice, language, instructions, key or speed needs another connection.
+for (const id of ["voice", "language", "instructions", "key", "speed"]) $(id).addEventListener("change", () => { if (live.socket) live.socket.close(); });

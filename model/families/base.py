@@ -18,6 +18,10 @@ from model.backbone import Backbone
 from model.codecs.base import FrameCodec
 from model.sampling import SamplingParams
 
+# The language a request names when it names none: the model's own choice (Qwen3-TTS detects it
+# from the text) or its only language.
+AUTO_LANGUAGE = "auto"
+
 
 @dataclass(frozen=True, slots=True)
 class SpokenWord:
@@ -166,11 +170,19 @@ class SpeechFamily(ABC):
 
 
 class PromptFrontend(ABC):
-    """Text → SpeechPrompt for one model; cheap to load (tokenizer or phonemizer, no weights)."""
+    """Text → SpeechPrompt for one model; cheap to load (tokenizer or phonemizer, no weights).
+    Invariant: `prepare` accepts exactly the `voices` and the `languages` (in any case; None is
+    AUTO_LANGUAGE) it publishes, and reads `instructions` only when `reads_instructions` (without
+    it they are ignored, or refused with BadInstructions by a checkpoint that cannot take them)."""
 
     model_name: str
     sample_rate: int
     voices: tuple[str, ...]
+    # The languages `prepare(language=...)` takes, lower-case names, AUTO_LANGUAGE (the model's
+    # own choice, or its only language) first.
+    languages: tuple[str, ...]
+    # Whether `prepare(instructions=...)` reads them (style, emotion, a designed voice).
+    reads_instructions: bool = False
     # The speeds the model itself can speak at (`prepare(speed=...)`, through its durations);
     # (1, 1) for a model without rate control. The API asks the model for the nearest speed in
     # range and time-stretches the rest.
@@ -185,11 +197,20 @@ class PromptFrontend(ABC):
         return min(max(speed, low), high)
 
     @abstractmethod
-    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None) -> SpeechPrompt:
-        """The prompt of `text` in `voice`. With `max_tokens`, a prompt that would be longer raises
-        PromptTooLong before the costly part of preparation runs (a tokenizer's or phonemizer's
-        count first, then any model): the caller cuts the text and asks again, so what one call
-        may cost is bounded by `max_tokens` whatever text it is given."""
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None, *,
+                language: str | None = None, instructions: str | None = None) -> SpeechPrompt:
+        """The prompt of `text` in `voice`, read as `language` (None: AUTO_LANGUAGE), with
+        `instructions` if the model reads them. With `max_tokens`, a prompt that would be longer
+        raises PromptTooLong before the costly part of preparation runs (a tokenizer's or
+        phonemizer's count first, then any model): the caller cuts the text and asks again, so
+        what one call may cost is bounded by `max_tokens` whatever text it is given. An unknown
+        voice raises VoiceNotFoundError, a language not in `languages` LanguageNotSupported,
+        instructions the checkpoint cannot take (or needs and lacks) BadInstructions."""
+
+    def check_language(self, language: str | None) -> None:
+        """Raises LanguageNotSupported unless `language` (None: AUTO_LANGUAGE) is one of `languages`."""
+        if (language or AUTO_LANGUAGE).lower() not in self.languages:
+            raise LanguageNotSupported(language or AUTO_LANGUAGE, self.languages)
 
     def expected_outputs(self, prompt: SpeechPrompt) -> int | None:
         """How many outputs `prompt` will produce, when prompt processing already knows it."""
@@ -205,6 +226,29 @@ class PromptTooLong(ValueError):
     def __init__(self, tokens: int, limit: int) -> None:
         super().__init__(f"the prompt would have {tokens} tokens; at most {limit}")
         self.tokens, self.limit = tokens, limit
+
+
+class OptionRefused(ValueError):
+    """`prepare` cannot honour one of a request's options for this model; `param` names it."""
+
+    param: str
+
+
+class LanguageNotSupported(OptionRefused):
+    """A request named `language`, which is not one of the model's `available` languages."""
+
+    param = "language"
+
+    def __init__(self, language: str, available: tuple[str, ...]) -> None:
+        super().__init__(f"unsupported language {language!r}; available: {', '.join(available)}")
+        self.language, self.available = language, available
+
+
+class BadInstructions(OptionRefused):
+    """A request's `instructions` do not suit the checkpoint: missing where they describe the
+    voice (e.g. Qwen3-TTS VoiceDesign), given where the checkpoint cannot read them."""
+
+    param = "instructions"
 
 
 @dataclass(slots=True)

@@ -69,3 +69,20 @@ def test_say_speaks_every_segment_through_planning(chorus_cache, tmp_path):
     assert code == 0
     with wave.open(str(out)) as wav:
         assert wav.getnframes() == len(plan_texts(text, 30, 1000)) * 2 * 2048
+
+
+def test_say_takes_a_language_and_instructions(chorus_cache, tmp_path, capsys):
+    """A Qwen3-TTS speaker with both (the tiny checkpoint: two frames of 640 samples at 8 kHz); a
+    language the model does not read is refused by name, before any audio."""
+    import wave
+
+    from api.cli import main
+
+    out = tmp_path / "say.wav"
+    flags = ["--model", "tiny-random-qwen3", "--device", "cpu", "--max-tokens", "2", "--num-kv-blocks", "64",
+             "--num-threads", "1", "-o", str(out), "--voice", "Ryan"]
+    assert main(["say", "Hi.", *flags, "--language", "english", "--instructions", "Warmly."]) == 0
+    with wave.open(str(out)) as wav:
+        assert (wav.getframerate(), wav.getnframes()) == (8000, 2 * 640)
+    assert main(["say", "Hi.", *flags, "--language", "klingon"]) == 2
+    assert "language 'klingon'" in capsys.readouterr().err

@@ -9,7 +9,8 @@ from api.deepgram.voices import FEMININE, MASCULINE, UnknownModel, deepgram_voic
 
 
 class Frontend:
-    word_timestamps = False
+    word_timestamps = reads_instructions = False
+    languages = ("auto", "english")
 
     def __init__(self, name: str, voices: tuple[str, ...]) -> None:
         self.model_name, self.voices = name, voices

@@ -8,7 +8,10 @@ import pytest
 
 from api.http.metrics import PromptPoolMetrics
 from api.speech.prompt_pool import PromptPool
+from api.speech.voice_choice import VoiceChoice
 from model.families.base import SpeechPrompt, VoiceNotFoundError
+
+V = VoiceChoice("v")
 
 
 class GatedPrepare:
@@ -23,7 +26,8 @@ class GatedPrepare:
     def release(self) -> None:
         self._open.set()
 
-    def __call__(self, text: str, voice: str, speed: float, max_tokens: int | None = None) -> SpeechPrompt:
+    def __call__(self, text: str, voice: str, speed: float, max_tokens: int | None = None, *,
+                 language: str | None = None, instructions: str | None = None) -> SpeechPrompt:
         if text == "gate":
             self.gate_entered.set()
             self._open.wait(10)
@@ -36,7 +40,7 @@ class GatedPrepare:
 
 
 async def hold_worker(pool: PromptPool, prepare: GatedPrepare) -> asyncio.Future:
-    gate = pool.submit("gate", "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+    gate = pool.submit("gate", V, 1.0, arrival=pool.next_arrival(), index=0, first=True)
     await asyncio.to_thread(prepare.gate_entered.wait, 10)
     return gate
 
@@ -53,12 +57,12 @@ def test_first_segments_run_before_later_ones_in_arrival_order_and_later_ones_by
             gate = await hold_worker(pool, prepare)
             early, middle, late = (pool.next_arrival() for _ in range(3))
             jobs = [
-                pool.submit("late 2", "v", 1.0, arrival=late, index=2, first=False),
-                pool.submit("early 3", "v", 1.0, arrival=early, index=3, first=False),
-                pool.submit("early 1", "v", 1.0, arrival=early, index=1, first=False),
-                pool.submit("middle first", "v", 1.0, arrival=middle, index=0, first=True),
-                pool.submit("late first", "v", 1.0, arrival=late, index=0, first=True),
-                pool.submit("early first", "v", 1.0, arrival=early, index=0, first=True),
+                pool.submit("late 2", V, 1.0, arrival=late, index=2, first=False),
+                pool.submit("early 3", V, 1.0, arrival=early, index=3, first=False),
+                pool.submit("early 1", V, 1.0, arrival=early, index=1, first=False),
+                pool.submit("middle first", V, 1.0, arrival=middle, index=0, first=True),
+                pool.submit("late first", V, 1.0, arrival=late, index=0, first=True),
+                pool.submit("early first", V, 1.0, arrival=early, index=0, first=True),
             ]
             prepare.release()
             await asyncio.gather(gate, *jobs)
@@ -75,8 +79,8 @@ def test_a_cancelled_job_leaves_the_queue_and_a_running_ones_result_is_dropped()
         async with PromptPool(prepare, workers=1, metrics=metrics) as pool:
             gate = await hold_worker(pool, prepare)
             arrival = pool.next_arrival()
-            kept = pool.submit("kept", "v", 1.0, arrival=arrival, index=1, first=False)
-            dropped = pool.submit("dropped", "v", 1.0, arrival=arrival, index=2, first=False)
+            kept = pool.submit("kept", V, 1.0, arrival=arrival, index=1, first=False)
+            dropped = pool.submit("dropped", V, 1.0, arrival=arrival, index=2, first=False)
             assert sample(metrics, "chorus_prompt_queue_depth", "later") == 2
             dropped.cancel()
             await asyncio.sleep(0)
@@ -97,11 +101,11 @@ def test_failures_reach_the_awaiting_caller():
         async with PromptPool(prepare, workers=1) as pool:
             arrival = pool.next_arrival()
             with pytest.raises(VoiceNotFoundError):
-                await pool.submit("bad voice", "nobody", 1.0, arrival=arrival, index=0, first=True)
+                await pool.submit("bad voice", VoiceChoice("nobody"), 1.0, arrival=arrival, index=0, first=True)
             with pytest.raises(ValueError, match="nothing to speak"):
-                await pool.submit("...", "v", 1.0, arrival=arrival, index=1, first=False)
+                await pool.submit("...", V, 1.0, arrival=arrival, index=1, first=False)
             # The worker survives both.
-            return await pool.submit("fine", "v", 1.0, arrival=arrival, index=2, first=False)
+            return await pool.submit("fine", V, 1.0, arrival=arrival, index=2, first=False)
 
     assert asyncio.run(main()).token_ids == [4]
 
@@ -114,8 +118,8 @@ def test_metrics_count_depth_wait_and_preparation_by_kind():
         async with PromptPool(prepare, workers=1, metrics=metrics) as pool:
             gate = await hold_worker(pool, prepare)
             arrival = pool.next_arrival()
-            jobs = [pool.submit(f"later {i}", "v", 1.0, arrival=arrival, index=i + 1, first=False) for i in range(3)]
-            jobs.append(pool.submit("first", "v", 1.0, arrival=pool.next_arrival(), index=0, first=True))
+            jobs = [pool.submit(f"later {i}", V, 1.0, arrival=arrival, index=i + 1, first=False) for i in range(3)]
+            jobs.append(pool.submit("first", V, 1.0, arrival=pool.next_arrival(), index=0, first=True))
             assert sample(metrics, "chorus_prompt_queue_depth", "later") == 3
             assert sample(metrics, "chorus_prompt_queue_depth", "first") == 1
             prepare.release()
@@ -136,12 +140,12 @@ def test_later_segments_leave_a_worker_free_for_a_first_one():
     async def main():
         async with PromptPool(prepare, workers=2, metrics=PromptPoolMetrics()) as pool:
             speech = pool.next_arrival()
-            held = pool.submit("gate", "v", 1.0, arrival=speech, index=1, first=False)
+            held = pool.submit("gate", V, 1.0, arrival=speech, index=1, first=False)
             await asyncio.to_thread(prepare.gate_entered.wait, 10)
-            waiting = pool.submit("later 2", "v", 1.0, arrival=speech, index=2, first=False)
+            waiting = pool.submit("later 2", V, 1.0, arrival=speech, index=2, first=False)
             await asyncio.sleep(0.05)
             assert not waiting.done()  # the other worker is kept for first segments
-            first = pool.submit("new first", "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+            first = pool.submit("new first", V, 1.0, arrival=pool.next_arrival(), index=0, first=True)
             await asyncio.wait_for(first, 5)
             assert not waiting.done()
             prepare.release()
@@ -161,12 +165,12 @@ def test_the_heap_is_given_back_each_time_the_pool_goes_idle_and_never_while_job
     async def main():
         async with PromptPool(prepare, workers=1, metrics=PromptPoolMetrics()) as pool:
             gate = await hold_worker(pool, prepare)
-            queued = [pool.submit(text, "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+            queued = [pool.submit(text, V, 1.0, arrival=pool.next_arrival(), index=0, first=True)
                       for text in ("one", "two")]
             prepare.release()
             await asyncio.gather(gate, *queued)
             await asyncio.sleep(0.05)  # the trim runs on the pool's thread
-            alone = pool.submit("three", "v", 1.0, arrival=pool.next_arrival(), index=0, first=True)
+            alone = pool.submit("three", V, 1.0, arrival=pool.next_arrival(), index=0, first=True)
             await alone
             await asyncio.sleep(0.05)
 

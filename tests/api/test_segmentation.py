@@ -13,6 +13,7 @@ from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
 from api.speech.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
 from api.speech.text_split import UncuttableText, plan_texts
+from api.speech.voice_choice import VoiceChoice
 from engine.outputs import AudioChunk, EngineLimits, RequestMetrics
 from evaluation import eval_sentences
 from model.config import ModelConfig
@@ -21,6 +22,7 @@ from model.loader import load_frontend
 from model.sampling import SamplingParams
 from model.tiny_random import ensure_tiny_random
 
+V = VoiceChoice("v")
 # Planning only multiplies budgets by the engine's rate; this is about Orpheus's.
 RATE = 82.0
 
@@ -35,7 +37,7 @@ class LettersOnlyFrontend:
     def default_sampling(self):
         return SamplingParams()
 
-    def prepare(self, text, voice, speed=1.0, max_tokens=None):
+    def prepare(self, text, voice, speed=1.0, max_tokens=None, *, language=None, instructions=None):
         if max_tokens is not None and len(text) > max_tokens:
             raise PromptTooLong(len(text), max_tokens)  # counted before "preparing"
         self.prepared.append(text)
@@ -73,7 +75,7 @@ async def handed_out(segments) -> list[Segment]:
 def plan_all(text: str, frontend, context: int = 10_000, **settings) -> list[Segment]:
     async def main():
         async with PromptPool(frontend.prepare) as pool:
-            return await handed_out(await planner(pool, frontend, context, **settings).plan(text, "v"))
+            return await handed_out(await planner(pool, frontend, context, **settings).plan(text, V))
 
     return asyncio.run(main())
 
@@ -88,7 +90,7 @@ def test_pieces_with_nothing_to_speak_are_dropped_and_a_silent_input_is_refused(
 
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
-            return await handed_out(await planner(pool, frontend).plan(text, "v")), pool.submitted
+            return await handed_out(await planner(pool, frontend).plan(text, V)), pool.submitted
 
     segments, submitted = asyncio.run(main())
     assert spoken_words(" ".join(s.text for s in segments)) == spoken_words(text)
@@ -121,7 +123,7 @@ def test_a_prompt_over_the_token_limit_is_cut_before_it_is_prepared():
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
             planner = SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE))
-            return await handed_out(await planner.plan(text, "v")), pool.submitted
+            return await handed_out(await planner.plan(text, V)), pool.submitted
 
     segments, submitted = asyncio.run(main())
     assert " ".join(s.text for s in segments).split() == text.split()
@@ -141,7 +143,7 @@ def test_the_token_limit_leaves_room_for_an_output_in_the_context():
 
 
 class ThreeTokensPerCharacter(LettersOnlyFrontend):
-    def prepare(self, text, voice, speed=1.0, max_tokens=None):
+    def prepare(self, text, voice, speed=1.0, max_tokens=None, *, language=None, instructions=None):
         if max_tokens is not None and 3 * len(text) > max_tokens:
             raise PromptTooLong(3 * len(text), max_tokens)
         return super().prepare(text, voice, speed)
@@ -153,7 +155,7 @@ def test_a_single_character_over_the_token_limit_is_refused():
 
     async def main():
         async with PromptPool(frontend.prepare) as pool:
-            return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan("ab", "v"))
+            return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan("ab", V))
 
     with pytest.raises(UncuttableText, match="alone makes a prompt of 3 tokens"):
         asyncio.run(main())
@@ -174,7 +176,7 @@ def test_tiny_random_segments_fit_the_context_with_their_text_budget(chorus_cach
     async def main():
         async with PromptPool(frontend.prepare) as pool:
             params = frontend.default_sampling().replace(seed=3)
-            plan = await planner(pool, frontend, 600, **fast).plan(text, "tara", params=params)
+            plan = await planner(pool, frontend, 600, **fast).plan(text, VoiceChoice("tara"), params=params)
             return await handed_out(plan)
 
     segments = asyncio.run(main())
@@ -192,7 +194,7 @@ def test_one_segment_is_prepared_ahead_and_closing_drops_it():
 
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
-            segments = await planner(pool, frontend).plan(text, "v")
+            segments = await planner(pool, frontend).plan(text, V)
             first = await segments.next()
             submitted = list(pool.submitted)
             segments.close()
@@ -215,7 +217,7 @@ def test_a_long_segment_has_the_next_prepared_only_when_it_is_asked_for():
     async def main():
         async with RecordingPool(frontend.prepare) as pool:
             # One output per character: the long one speaks for len(long) / 20 = 4 s.
-            segments = await SegmentPlanner(pool, frontend, ApiSettings(), EngineLimits(10_000, 20.0)).plan(text, "v")
+            segments = await SegmentPlanner(pool, frontend, ApiSettings(), EngineLimits(10_000, 20.0)).plan(text, V)
             first = await segments.next()
             at_first = list(pool.submitted)
             second = await segments.next()
@@ -350,7 +352,7 @@ def test_the_first_request_starts_with_only_its_own_prompt_prepared():
 
     async def main():
         async with PromptPool(frontend.prepare) as pool:
-            return await stream(engine, await planner(pool, frontend).plan(text, "v"))
+            return await stream(engine, await planner(pool, frontend).plan(text, V))
 
     asyncio.run(main())
     (first_text, prepared_by_then, continuation), *later = engine.starts

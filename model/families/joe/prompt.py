@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
+from model.families.base import AUTO_LANGUAGE, PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
 from model.sampling import SamplingParams
 from model.families.joe.family import STEP_SLOT_ID
 from model.families.joe.frontend import TeacherFrontend
@@ -17,8 +17,9 @@ class JoePromptFrontend(PromptFrontend):
     """Builds `phoneme ids + [step slot]` with the prior [T, 192] as conditioning. Speaking rate
     goes through the duration model (a faster request has fewer frames, the same pitch) within
     `speed_range`: every phoneme keeps at least one frame, so beyond about 2x only a
-    time-stretch (the API's) can go faster."""
+    time-stretch (the API's) can go faster. English only; instructions are accepted and ignored."""
 
+    languages = (AUTO_LANGUAGE, "english")
     speed_range = (0.5, 2.0)
     word_timestamps = True  # the duration model places every phoneme (words.py)
 
@@ -29,9 +30,11 @@ class JoePromptFrontend(PromptFrontend):
         self.teacher = TeacherFrontend()
         self.sample_rate = self.teacher.sample_rate
 
-    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None) -> SpeechPrompt:
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None, *,
+                language: str | None = None, instructions: str | None = None) -> SpeechPrompt:
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
+        self.check_language(language)
         if not speed > 0:
             raise ValueError(f"speed must be > 0, got {speed}")
         # NOTE: runs on worker threads, concurrently: espeak is serialized by its own lock

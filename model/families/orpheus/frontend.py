@@ -5,14 +5,17 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from model.families.base import PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
+from model.families.base import AUTO_LANGUAGE, PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
 from model.families.orpheus.layout import ENGLISH_VOICES, OrpheusTokenLayout
 from model.sampling import SamplingParams
 
 
 class OrpheusFrontend(PromptFrontend):
     """Builds `[start_of_human] + tokenize("{voice}: {text}") + [eot, end_of_human, start_of_ai,
-    start_of_speech]`; the tokenizer adds BOS through its own post-processor, as Llama 3's does."""
+    start_of_speech]`; the tokenizer adds BOS through its own post-processor, as Llama 3's does.
+    English only; instructions are accepted and ignored."""
+
+    languages = (AUTO_LANGUAGE, "english")
 
     def __init__(
         self,
@@ -34,10 +37,12 @@ class OrpheusFrontend(PromptFrontend):
         voices = tuple(chorus_section.get("voices", ENGLISH_VOICES))
         return cls(model_name, tokenizer, OrpheusTokenLayout.from_config(chorus_section), voices)
 
-    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None) -> SpeechPrompt:
+    def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None, *,
+                language: str | None = None, instructions: str | None = None) -> SpeechPrompt:
         # NOTE: Orpheus has no rate control (speed_range (1, 1)): the API time-stretches.
         if voice not in self.voices:
             raise VoiceNotFoundError(voice, self.voices)
+        self.check_language(language)
         text_ids = self.tokenizer.encode(f"{voice}: {text}").ids
         lay = self.layout
         ids = [lay.start_of_human, *text_ids, lay.eot_id, lay.end_of_human, lay.start_of_ai, lay.start_of_speech]

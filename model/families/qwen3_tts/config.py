@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-AUTO_LANGUAGE = "auto"
+from model.families.base import AUTO_LANGUAGE
+
 MODEL_TYPES = ("custom_voice", "voice_design", "base")
 
 

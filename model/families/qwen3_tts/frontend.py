@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
-from model.families.base import PromptFrontend, PromptTooLong, VoiceNotFoundError
+from model.families.base import (BadInstructions, LanguageNotSupported, PromptFrontend, PromptTooLong,
+                                 VoiceNotFoundError)
 from model.families.qwen3_tts.config import Qwen3TtsConfig
-from model.families.qwen3_tts.layout import (LanguageNotSupported, ReferenceClip, Tracks, build_tracks,
-                                             resolve_language_id)
+from model.families.qwen3_tts.layout import ReferenceClip, Tracks, build_tracks, resolve_language_id
 from model.families.qwen3_tts.prompt import SPEAKER_VECTOR, Qwen3Prompt
 from model.families.qwen3_tts.tokenizer import Qwen3TextTokenizer
 from model.sampling import SamplingParams
@@ -35,11 +35,6 @@ DEFAULT_SAMPLE_RATE = 24000  # the 12 Hz codec's, for a folder without its codec
 SIZES_WITHOUT_INSTRUCTIONS = ("0b6",)
 # The reference forbids end of speech before two frames exist.
 MIN_FRAMES = 2
-
-
-class BadInstructions(ValueError):
-    """A request's `instructions` do not suit the checkpoint: missing where they describe the
-    voice (voice_design), given where the model does not read them."""
 
 
 class Qwen3Frontend(PromptFrontend):

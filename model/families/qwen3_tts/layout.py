@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from model.families.qwen3_tts.config import AUTO_LANGUAGE, Qwen3TtsConfig
+from model.families.base import AUTO_LANGUAGE, LanguageNotSupported
+from model.families.qwen3_tts.config import Qwen3TtsConfig
 from model.families.qwen3_tts.prompt import SPEAKER_VECTOR, CodecEntry
 
 # A position's key is (text id + 1) << 32 | codec key, so that no text id and no codec entry share
@@ -37,14 +38,6 @@ SPEAKER_VECTOR_KEY = 1 << 31
 FIRST_FRAME_KEY = SPEAKER_VECTOR_KEY + 1
 # The reference switches a dialect speaker to its dialect only for these requested languages.
 DIALECT_LANGUAGES = ("chinese", AUTO_LANGUAGE)
-
-
-class LanguageNotSupported(ValueError):
-    """A request named `language`, which is not one of the checkpoint's `available` languages."""
-
-    def __init__(self, language: str, available: tuple[str, ...]) -> None:
-        super().__init__(f"unsupported language {language!r}; available: {', '.join(available)}")
-        self.language, self.available = language, available
 
 
 def resolve_language_id(config: Qwen3TtsConfig, language: str | None, speaker: str | None = None) -> int | None:
