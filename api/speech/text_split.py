@@ -3,17 +3,23 @@ first, then whole sentences in segments that grow; and, for a prepared segment t
 too long, the cut nearest a length at the most natural boundary.
 
 Every function here returns consecutive pieces of its input, stripped of the whitespace between
-them, and cuts only where whitespace is (except `cut_near` inside a single over-long word): so
-joining the pieces with spaces gives the input's words, each once, in order.
+them, and cuts only where whitespace is or where Chinese and Japanese text may break without it
+(after its full-width punctuation, between two ideographs or kana), except `cut_near` inside a
+single over-long word: so the pieces hold the input's words, each once, in order. A word is a
+run without whitespace, or one ideograph or kana: each takes about as long to say.
 """
 from __future__ import annotations
 
 import re
 
-# Finer and finer boundaries: sentences (and line breaks), clauses, words.
-SENTENCE = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+|\n\s*")
-CLAUSE = re.compile(r"(?<=[,;:—–])\s+")
-WORD = re.compile(r"\s+")
+# Chinese and Japanese script: kana, CJK ideographs (with extension A and compatibility forms).
+_IDEOGRAPHIC = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+IDEOGRAPH = re.compile(f"[{_IDEOGRAPHIC}]")
+# Finer and finer boundaries: sentences (and line breaks), clauses, words. Full-width punctuation
+# ends a sentence or clause with no space after it, as those scripts write.
+SENTENCE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])[」』”’）)\]]*\s*|\n\s*")
+CLAUSE = re.compile(r"(?<=[,;:—–])\s+|(?<=[，；：、])\s*")
+WORD = re.compile(f"\\s+|(?<=[{_IDEOGRAPHIC}])(?=[{_IDEOGRAPHIC}])")
 _BOUNDARIES = (SENTENCE, CLAUSE, WORD)
 
 
@@ -27,9 +33,10 @@ class UncuttableText(UnspeakableText):
 
 
 def check_runs(text: str, max_run_chars: int) -> None:
-    """Raises UncuttableText when `text` has a run of more than `max_run_chars` characters
-    without whitespace (linear in the text)."""
-    longest = max(map(len, text.split()), default=0)
+    """Raises UncuttableText when `text` has a run of more than `max_run_chars` characters with
+    no place to cut (whitespace, or an ideograph or kana, each a word of its own); linear in the
+    text."""
+    longest = max(map(len, IDEOGRAPH.sub(" ", text).split()), default=0)
     if longest > max_run_chars:
         raise UncuttableText(f"the text has a run of {longest} characters without whitespace; "
                              f"at most {max_run_chars} can be cut into speakable segments")
@@ -42,7 +49,7 @@ def _cut_ends(text: str, boundary: re.Pattern) -> list[int]:
 
 
 def _word_count(text: str) -> int:
-    return len(text.split())
+    return len(IDEOGRAPH.sub(" ", text).split()) + len(IDEOGRAPH.findall(text))
 
 
 def split_first(text: str, max_words: int) -> tuple[str, str]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.speech.text_split import SENTENCE, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
+from api.speech.text_split import IDEOGRAPH, SENTENCE, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
 
 WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
 # Sentences and clauses of up to 40 words, so that first sentences over 30 words occur.
@@ -136,3 +136,24 @@ def test_cut_near_prefers_sentences_then_clauses_then_words():
     assert cut_near("Three four, five six seven.", 15) == ("Three four,", "five six seven.")
     assert cut_near("Three four five", 12) == ("Three four", "five")
     assert cut_near("abcdefgh", 3) == ("abc", "defgh")
+
+
+CHINESE = "你好，今天天气很好。我们说话吧！这是一个很长的句子，用来测试中文的切分方式。"
+
+
+def test_chinese_and_japanese_break_after_their_punctuation_and_between_characters():
+    # No spaces anywhere: sentences end at 。！？, clauses at ，, and each ideograph is a word.
+    segments = plan_texts(CHINESE + "日本語のテキストです。", 4, 40)
+    assert segments[0] == "你好，"  # the first sentence has 8 words: its first clause goes first
+    assert "".join(segments) == CHINESE + "日本語のテキストです。"
+    assert all(segment.endswith(("。", "！")) for segment in segments[1:])
+    pieces = cut_to_size(CHINESE, max_chars=100, max_words=6)
+    assert "".join(pieces) == CHINESE
+    assert all(len(IDEOGRAPH.findall(piece)) <= 6 for piece in pieces)  # a word each
+    assert cut_near(CHINESE, 12) == ("你好，今天天气很好。", "我们说话吧！这是一个很长的句子，用来测试中文的切分方式。")
+
+
+def test_a_long_paragraph_of_ideographs_is_not_a_run():
+    check_runs("好" * 5000, 256)  # each character is a place to cut
+    with pytest.raises(UncuttableText):
+        check_runs("好" + "a" * 300, 256)
