@@ -13,20 +13,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
-
-
-class RMSNorm(nn.Module):
-    """weight * x / rms(x) over the last dim, the statistics taken in float32."""
-
-    def __init__(self, channels: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(channels))
-        self.eps = eps
-
-    def forward(self, x: Tensor) -> Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(x.dtype)
+from model.llama.layers import RMSNorm
 
 
 class LayerScale(nn.Module):
