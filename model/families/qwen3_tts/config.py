@@ -132,6 +132,10 @@ class Qwen3TtsConfig:
     languages: dict[str, int]
     sampling: SamplingDefaults = field(default_factory=SamplingDefaults)
     speaker_encoder: dict[str, Any] = field(default_factory=dict)
+    # The speakers as config.json spells them (`speakers` is keyed in lower case, as the
+    # reference matches them), and the checkpoint's `tts_model_size` ("0b6", "1b7"), if given.
+    speaker_names: tuple[str, ...] = ()
+    model_size: str | None = None
 
     def __post_init__(self) -> None:
         if self.model_type not in MODEL_TYPES:
@@ -186,6 +190,8 @@ class Qwen3TtsConfig:
             languages={k.lower(): int(v) for k, v in (talker.get("codec_language_id") or {}).items()},
             sampling=SamplingDefaults.from_dict(generation or {}),
             speaker_encoder=dict(config.get("speaker_encoder_config") or {}),
+            speaker_names=tuple(talker.get("spk_id") or ()),
+            model_size=config.get("tts_model_size"),
         )
 
     @classmethod

@@ -11,7 +11,6 @@ Voices by checkpoint type:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,18 +42,17 @@ class Qwen3Frontend(PromptFrontend):
     for a clone, digests its speaker vector and reference frames."""
 
     def __init__(self, model_name: str, config: Qwen3TtsConfig, tokenizer: Qwen3TextTokenizer, *,
-                 speaker_names: Sequence[str] = (), sample_rate: int = DEFAULT_SAMPLE_RATE,
-                 reads_instructions: bool = True) -> None:
+                 sample_rate: int = DEFAULT_SAMPLE_RATE) -> None:
         self.model_name = model_name
         self.config = config
         self.tokenizer = tokenizer
         self.sample_rate = sample_rate
-        self.reads_instructions = reads_instructions and config.model_type != "base"
+        self.reads_instructions = config.model_type != "base" and config.model_size not in SIZES_WITHOUT_INSTRUCTIONS
         for speaker, dialect in config.speaker_dialects.items():
             if dialect and str(dialect).lower() not in config.languages:
                 raise ValueError(f"speaker {speaker!r} speaks dialect {dialect!r}, which has no language id")
         if config.model_type == "custom_voice":
-            display = {name.lower(): name for name in speaker_names}
+            display = {name.lower(): name for name in config.speaker_names}
             self.voices = tuple(display.get(key, key) for key in config.speakers)
         else:
             self.voices = (DESIGNED_VOICE,) if config.model_type == "voice_design" else ()
@@ -62,16 +60,9 @@ class Qwen3Frontend(PromptFrontend):
 
     @classmethod
     def from_folder(cls, model_name: str, path: Path) -> Qwen3Frontend:
-        raw = json.loads((path / "config.json").read_text())
         codec = path / CODEC_FOLDER
         sample_rate = Qwen3CodecConfig.from_folder(codec).sample_rate if codec.is_dir() else DEFAULT_SAMPLE_RATE
-        return cls(
-            model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path),
-            # NOTE: Qwen3TtsConfig keys speakers in lower case; the display spelling is the file's.
-            speaker_names=tuple((raw.get("talker_config") or {}).get("spk_id") or ()),
-            sample_rate=sample_rate,
-            reads_instructions=raw.get("tts_model_size") not in SIZES_WITHOUT_INSTRUCTIONS,
-        )
+        return cls(model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path), sample_rate=sample_rate)
 
     @property
     def languages(self) -> tuple[str, ...]:
