@@ -1,0 +1,16 @@
+"""The core-speed benchmark's step split on tiny-random-qwen3 (one short round): the probe still
+finds the family's parts, the shares add up, and the depth stage makes one batched call per code."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.core_speed import measure
+
+
+def test_the_qwen3_step_split_adds_up_and_counts_one_predictor_call_per_code(chorus_cache):
+    figures = measure("tiny-random-qwen3", threads=1, stream_counts=[3], rounds=1, max_tokens=4, fixed_length=True)
+    assert figures["audio_s_per_s_3"] > 0
+    assert figures["predictor_calls_per_step_min_3"] == figures["predictor_calls_per_step_max_3"] == 15
+    assert figures["predictor_rows_per_call_3"] == pytest.approx(3.0)
+    parts = ("forward", "emit", "codec", "rest")
+    assert sum(figures[f"{part}_pct_3"] for part in parts) == pytest.approx(100.0, abs=0.5)
