@@ -19,7 +19,8 @@ IDEOGRAPH = re.compile(f"[{_IDEOGRAPHIC}]")
 # ends a sentence or clause with no space after it, as those scripts write.
 SENTENCE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])[」』”’）)\]]*\s*|\n\s*")
 CLAUSE = re.compile(r"(?<=[,;:—–])\s+|(?<=[，；：、])\s*")
-WORD = re.compile(f"\\s+|(?<=[{_IDEOGRAPHIC}])(?=[{_IDEOGRAPHIC}])")
+# Whitespace, or either side of an ideograph or kana (each is a word of its own).
+WORD = re.compile(f"\\s+|(?<=[{_IDEOGRAPHIC}])(?=\\S)|(?<=\\S)(?=[{_IDEOGRAPHIC}])")
 _BOUNDARIES = (SENTENCE, CLAUSE, WORD)
 
 
@@ -49,7 +50,9 @@ def _cut_ends(text: str, boundary: re.Pattern) -> list[int]:
 
 
 def _word_count(text: str) -> int:
-    return len(IDEOGRAPH.sub(" ", text).split()) + len(IDEOGRAPH.findall(text))
+    """The pieces WORD cuts `text` into: what `split_first` and `cut_to_size` index by."""
+    text = text.strip()
+    return len(_cut_ends(text, WORD)) + 1 if text else 0
 
 
 def split_first(text: str, max_words: int) -> tuple[str, str]:

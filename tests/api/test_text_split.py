@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.speech.text_split import IDEOGRAPH, SENTENCE, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
+from api.speech.text_split import IDEOGRAPH, SENTENCE, WORD, UncuttableText, check_runs, cut_near, cut_to_size, plan_texts
 
 WORDS = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
 # Sentences and clauses of up to 40 words, so that first sentences over 30 words occur.
@@ -157,3 +157,18 @@ def test_a_long_paragraph_of_ideographs_is_not_a_run():
     check_runs("好" * 5000, 256)  # each character is a place to cut
     with pytest.raises(UncuttableText):
         check_runs("好" + "a" * 300, 256)
+
+
+# Any text at all: Latin, ideographs and kana next to other letters, punctuation of both kinds.
+MIXED_SCRIPT = st.text(alphabet=st.sampled_from("ab é1 ,.。，！\n好語のテ"), max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MIXED_SCRIPT, st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=120),
+       st.one_of(st.none(), st.integers(min_value=1, max_value=30)))
+def test_mixed_scripts_are_planned_whole_within_the_bounds(text, first_words, max_chars, max_words):
+    segments = plan_texts(text, first_words, max_chars, max_words)
+    assert "".join("".join(segments).split()) == "".join(text.split())  # only whitespace is dropped
+    assert all(segment and len(segment) <= max_chars for segment in segments)
+    if max_words is not None:
+        assert all(len(WORD.split(segment)) <= max_words for segment in segments)
