@@ -65,9 +65,6 @@ class CodePredictor(nn.Module):
         self._scratch = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.layers]
         self._plans.clear()
 
-    def scratch_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self._scratch)
-
     @torch.inference_mode()
     def predict(self, hidden: Tensor, first_code_embeds: Tensor, states: Sequence[SamplingState]) -> Tensor:
         """Codes 1..G-1 [B, G-1] of each row's frame, from the talker's hidden state [B, H] and the
