@@ -3,17 +3,16 @@ when it starts and returns it when its last audio leaves; a burst beyond the slo
 (429, overloaded) or waits in admission's queue, never runs out of memory."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from capacity.config import CapacityConfig
-from engine.config import EngineConfig
 from engine.errors import RequestRejected
-from memory.config import CacheConfig
 from model.config import ModelConfig
 from model.loader import load_family, load_frontend
 from model.sampling import SamplingParams
-from scheduler.config import SchedulerConfig
-from tests.engine.conftest import core_on_step_clock, drain, wall_clock_capacity
+from tests.engine.conftest import core_on_step_clock, drain, engine_config, wall_clock_capacity
 
 SLOTS = 4
 PARAMS = SamplingParams(temperature=0.0, max_tokens=3)
@@ -26,10 +25,8 @@ def qwen3(chorus_cache):
 
 
 def make_core(family, capacity: CapacityConfig):
-    config = EngineConfig(model=ModelConfig(model="tiny-random-qwen3", device="cpu"),
-                          cache=CacheConfig(block_size=16, num_blocks=256, codec_state_slots=SLOTS),
-                          scheduler=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=256),
-                          capacity=capacity)
+    config = engine_config("tiny-random-qwen3", num_blocks=256, capacity=capacity, max_num_seqs=16)
+    config.cache = dataclasses.replace(config.cache, codec_state_slots=SLOTS)
     return core_on_step_clock(config, family, step_cost=0.001, row_cost=0.001)
 
 

@@ -13,13 +13,17 @@ Vocabulary used throughout the family:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from model.families.base import AUTO_LANGUAGE
 
 MODEL_TYPES = ("custom_voice", "voice_design", "base")
+# Where a download keeps its 12 Hz codec (speech tokenizer), inside the checkpoint folder.
+CODEC_FOLDER = "speech_tokenizer"
+# The reference never lets the talker stop before its second frame (its min_new_tokens).
+MIN_FRAMES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +146,7 @@ class Qwen3TtsConfig:
             raise ValueError(f"unsupported tts_model_type {self.model_type!r} (known: {', '.join(MODEL_TYPES)})")
         if self.num_code_groups < 2:
             raise ValueError(f"num_code_groups must be >= 2, got {self.num_code_groups}")
-        ids = {**vars_of(self.codec), **{f"speaker {k}": v for k, v in self.speakers.items()},
+        ids = {**asdict(self.codec), **{f"speaker {k}": v for k, v in self.speakers.items()},
                **{f"language {k}": v for k, v in self.languages.items()}}
         for name, value in ids.items():
             if not 0 <= value < self.talker_vocab_size:
@@ -201,10 +205,6 @@ class Qwen3TtsConfig:
             json.loads((folder / "config.json").read_text()),
             json.loads(generation.read_text()) if generation.is_file() else None,
         )
-
-
-def vars_of(ids: CodecIds) -> dict[str, int]:
-    return {name: getattr(ids, name) for name in ids.__dataclass_fields__}
 
 
 def is_qwen3_tts(config: dict[str, Any]) -> bool:

@@ -19,7 +19,7 @@ import torch
 from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
 from model.families.base import (BadInstructions, LanguageNotSupported, PromptFrontend, PromptTooLong,
                                  VoiceNotFoundError)
-from model.families.qwen3_tts.config import Qwen3TtsConfig
+from model.families.qwen3_tts.config import CODEC_FOLDER, MIN_FRAMES, Qwen3TtsConfig
 from model.families.qwen3_tts.layout import ReferenceClip, Tracks, build_tracks, resolve_language_id
 from model.families.qwen3_tts.prompt import SPEAKER_VECTOR, Qwen3Prompt
 from model.families.qwen3_tts.tokenizer import Qwen3TextTokenizer
@@ -28,12 +28,9 @@ from model.sampling import SamplingParams
 __all__ = ["BadInstructions", "LanguageNotSupported", "Qwen3Frontend", "DESIGNED_VOICE"]
 
 DESIGNED_VOICE = "designed"
-CODEC_FOLDER = "speech_tokenizer"
 DEFAULT_SAMPLE_RATE = 24000  # the 12 Hz codec's, for a folder without its codec (tests)
 # The reference drops a 0.6B CustomVoice checkpoint's instructions (it was not trained on them).
 SIZES_WITHOUT_INSTRUCTIONS = ("0b6",)
-# The reference forbids end of speech before two frames exist.
-MIN_FRAMES = 2
 
 
 class Qwen3Frontend(PromptFrontend):

@@ -9,7 +9,7 @@ import torch
 from model.attention import get_attention_backend
 from model.codecs.qwen3_12hz import Qwen3Codec12Hz
 from model.config import ModelConfig
-from model.families.qwen3_tts.config import Qwen3TtsConfig
+from model.families.qwen3_tts.config import CODEC_FOLDER, Qwen3TtsConfig
 from model.families.qwen3_tts.depth import PREDICTOR, CodePredictor
 from model.families.qwen3_tts.family import Qwen3Family
 from model.families.qwen3_tts.frontend import Qwen3Frontend
@@ -23,7 +23,7 @@ SPEAKER_ENCODER = "speaker_encoder."
 
 def resolve_codec_path(model_path: Path, codec: str | None) -> Path:
     """`--codec` when given, else the `speech_tokenizer/` folder a Qwen3-TTS download carries."""
-    path = Path(codec).expanduser() if codec else model_path / "speech_tokenizer"
+    path = Path(codec).expanduser() if codec else model_path / CODEC_FOLDER
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no 12 Hz codec at {path}: pass --codec with the speech_tokenizer folder "
                                 "(config.json + model.safetensors) of a Qwen3-TTS-12Hz download")

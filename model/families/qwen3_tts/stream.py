@@ -4,12 +4,9 @@ from __future__ import annotations
 import torch
 
 from model.families.base import StreamState
-from model.families.qwen3_tts.config import SamplingDefaults
+from model.families.qwen3_tts.config import MIN_FRAMES, SamplingDefaults
 from model.families.qwen3_tts.prompt import Qwen3Prompt
 from model.sampling import SamplingParams, SamplingState
-
-# The reference never lets the talker stop before its second frame (its min_new_tokens).
-MIN_FRAMES = 2
 
 
 def sub_talker_params(params: SamplingParams, defaults: SamplingDefaults) -> SamplingParams:

@@ -15,15 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import EngineConfig
-from memory.config import CacheConfig
 from model.config import ModelConfig
 from model.families.qwen3_tts.family import Qwen3Family
 from model.families.qwen3_tts.frontend import Qwen3Frontend
 from model.loader import load_family, load_frontend, resolve_model_path
 from model.sampling import SamplingParams
-from scheduler.config import SchedulerConfig
-from tests.engine.conftest import core_on_step_clock, drain, wall_clock_capacity
+from tests.engine.conftest import core_on_step_clock, drain, engine_config
 
 GOLDEN = Path(__file__).parents[2] / "model" / "qwen3_tts" / "golden"
 CASES = [c for c in json.loads((GOLDEN / "cases.json").read_text())["cases"] if not c["generate"]["do_sample"]]
@@ -97,11 +94,7 @@ def run(family: Qwen3Family, requests: dict[str, tuple]) -> tuple[dict, dict]:
     """Runs `requests` (id → (prompt, params)) together on one engine; returns each one's frames
     [n, 16] and its audio."""
     recorder = RecordingFamily(family)
-    config = EngineConfig(model=ModelConfig(model="tiny-random-qwen3", device="cpu"),
-                          cache=CacheConfig(block_size=16, num_blocks=256),
-                          scheduler=SchedulerConfig(max_num_seqs=32, max_num_batched_tokens=256),
-                          capacity=wall_clock_capacity())
-    core = core_on_step_clock(config, family)
+    core = core_on_step_clock(engine_config(MODELS["custom_voice"], num_blocks=256), family)
     streams = {}
     for request_id, (prompt, params) in requests.items():
         core.add_request(request_id, prompt, params)

@@ -21,7 +21,8 @@ import torch
 
 from model.config import ModelConfig
 from model.families.qwen3_tts.family import Qwen3Family, TalkerOutput
-from model.families.qwen3_tts.stream import MIN_FRAMES, sub_talker_params
+from model.families.qwen3_tts.config import MIN_FRAMES
+from model.families.qwen3_tts.stream import sub_talker_params
 from model.loader import load_family, load_frontend
 from model.sampling import Sampler, SamplingParams, SamplingState, apply_penalties, apply_warpers
 
