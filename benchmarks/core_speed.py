@@ -13,8 +13,9 @@ backbone and its output head (EngineStats.forward_seconds), `emit` the family's 
 stage (codec_seconds), `rest` the remainder: `inputs` (the family's embed, timed here) and `other`
 (scheduling, attention metadata, admission, bookkeeping). Where the family has a code predictor,
 `emit` splits further into its forwards (`predictor_forward`: CodePredictor._forward, the decoder
-layers), `sampling` (every Sampler call, code 0 and codes 1..G-1) and `emit_other` (the code-0
-mask, the predictor's heads, embeddings and projection, the hand-back), and the probe counts its
+layers and each code's head, as `forward` holds the talker's head), `sampling` (code 0's Sampler
+call, the predictor's SubStepSampler start and draws) and `emit_other` (the code-0 mask, the
+predictor's embeddings, the hand-back), and the probe counts its
 calls: `predictor_calls_per_step_min/max/mean` (forward calls per emitting step) and
 `predictor_rows_per_call` (streams per call). `not_forward_or_codec` is everything but model
 forwards (talker and predictor) and the codec; `beyond_talker_and_codec` counts the predictor's
@@ -113,7 +114,11 @@ class StepProbe:
 
             predictor.predict = counted_predict
             self.predictor_row_calls = 0  # sum over calls of the streams (rows) in each
-            if callable(getattr(predictor, "sampler", None)):
+            sampler = getattr(predictor, "sampler", None)
+            if hasattr(sampler, "draw"):  # a SubStepSampler: a frame's start, then each sub-step's draw
+                self.timers["sampling_start"] = _Timed(sampler, "start")
+                self.timers["sampling_draw"] = _Timed(sampler, "draw")
+            elif callable(sampler):
                 samplers.append(predictor)
         for index, owner in enumerate(samplers):
             self.timers[f"sampling_{index}"] = _Timed(owner, "sampler")

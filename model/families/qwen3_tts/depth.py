@@ -21,7 +21,8 @@ from model.families.qwen3_tts.config import Qwen3TtsConfig
 from model.families.qwen3_tts.talker import TALKER, qwen3_arch
 from model.llama.layers import LlamaDecoderLayer, RMSNorm, RotaryEmbedding
 from model.llama.model import copy_weights, layer_destinations
-from model.sampling import Sampler, SamplingState
+from model.sampling import SamplingState
+from model.sampling.substeps import SubStepSampler
 
 PREDICTOR = TALKER + "code_predictor."
 
@@ -48,7 +49,7 @@ class CodePredictor(nn.Module):
                                    for _ in range(self.num_codes))
         # One block per row holds a frame's positions (the hidden state, then codes 0..G-2).
         self.block_size = 1 << (config.num_code_groups - 1).bit_length()
-        self.sampler = Sampler()
+        self.sampler = SubStepSampler()
         self._scratch: list[Tensor] = []
         self._plans: dict[int, list[tuple[AttentionMetadata, Tensor]]] = {}
 
@@ -77,11 +78,9 @@ class CodePredictor(nn.Module):
         # minimum length), so nothing is appended to them.
         inputs = torch.stack((hidden, first_code_embeds), dim=1).reshape(2 * rows, -1)
         codes = torch.empty(rows, self.num_codes, dtype=torch.long, device=hidden.device)
+        self.sampler.start(states, self.num_codes, self.heads[0].out_features, hidden.device)
         for index, (meta, positions) in enumerate(plan):
-            out = self._forward(self.projection(inputs), positions, meta)
-            if index == 0:
-                out = out[1::2]
-            code = self.sampler(self.heads[index](out).float(), states)
+            code = self.sampler.draw(self._forward(inputs, positions, meta, index), index)
             codes[:, index] = code
             if index + 1 < self.num_codes:
                 inputs = self.embeddings[index](code)
@@ -91,11 +90,15 @@ class CodePredictor(nn.Module):
         """Sum of the predictor-table embeddings of codes 1..G-1 ([N, G-1] → [N, H])."""
         return sum(table(codes[:, k]) for k, table in enumerate(self.embeddings))
 
-    def _forward(self, inputs: Tensor, positions: Tensor, meta: AttentionMetadata) -> Tensor:
-        hidden = inputs
+    def _forward(self, inputs: Tensor, positions: Tensor, meta: AttentionMetadata, index: int) -> Tensor:
+        """Sub-step `index`: the decoder over this sub-step's inputs, then code index + 1's head
+        (logits [B, V]; at sub-step 0, of each row's second position, its code 0)."""
+        hidden = self.projection(inputs)
         for layer, cache in zip(self.layers, self._scratch):
             hidden = layer(hidden, positions, cache, meta)
-        return self.norm(hidden)
+        if index == 0:
+            hidden = hidden[1::2]
+        return self.heads[index](self.norm(hidden)).float()
 
     def _plan_for(self, rows: int) -> list[tuple[AttentionMetadata, Tensor]]:
         """Per sub-step, the attention metadata and positions of `rows` rows (built once per size)."""

@@ -7,8 +7,9 @@ MinNewTokens(2) → SuppressTokens → Temperature → TopK → TopP, `cases.jso
 same for the code predictor's 15 steps of the first frame (Temperature → TopK → TopP). Chorus's
 scores are taken where the family's `emit` samples: the logits it hands its samplers (code 0 after
 the suppression mask, with its stop ids) and the states it hands them, through model/sampling's
-`apply_penalties` and `apply_warpers`, which are what `Sampler` applies before its draw. The draw
-itself is then checked statistically against softmax(scores)."""
+`apply_penalties` and `apply_warpers` (what `Sampler` applies before its draw) for code 0 and
+`SubStepSampler.scores` (over its top-k candidates) for the predictor's codes. The draw itself is
+then checked statistically against softmax(scores)."""
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ from model.families.qwen3_tts.config import MIN_FRAMES
 from model.families.qwen3_tts.stream import sub_talker_params
 from model.loader import load_family, load_frontend
 from model.sampling import Sampler, SamplingParams, SamplingState, apply_penalties, apply_warpers
+from model.sampling.substeps import SubStepSampler
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CASE = "sampled_vivian_auto_en_stream"
@@ -82,9 +84,26 @@ class RecordingSampler(Sampler):
         return super().__call__(logits, states, stop_token_ids, candidates)
 
 
+class RecordingSubSteps(SubStepSampler):
+    """A `SubStepSampler` that keeps the states of each frame it starts and the logits of each draw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[list[SamplingState]] = []
+        self.calls: list[tuple[torch.Tensor, int]] = []
+
+    def start(self, states, steps, vocab_size, device):
+        self.starts.append(list(states))
+        super().start(states, steps, vocab_size, device)
+
+    def draw(self, logits, step):
+        self.calls.append((logits.clone(), step))
+        return super().draw(logits, step)
+
+
 @pytest.fixture
-def recorders(family, monkeypatch) -> tuple[RecordingSampler, RecordingSampler]:
-    talker, predictor = RecordingSampler(), RecordingSampler()
+def recorders(family, monkeypatch) -> tuple[RecordingSampler, RecordingSubSteps]:
+    talker, predictor = RecordingSampler(), RecordingSubSteps()
     monkeypatch.setattr(family, "sampler", talker)
     monkeypatch.setattr(family.predictor, "sampler", predictor)
     return talker, predictor
@@ -178,10 +197,18 @@ def test_predictor_scores_are_the_reference_processors(family, frontend, case, p
     assert depth.params == expected
     assert (expected.temperature, expected.top_k, expected.top_p) == (
         settings["subtalker_temperature"], settings["subtalker_top_k"], settings["subtalker_top_p"])
-    for step, (_, states, stop_ids) in enumerate(predictor.calls):
-        assert states == [depth] and stop_ids == ()
-        ours = chorus_scores(torch.from_numpy(golden["sampled_predictor_logits"][step])[None], states, stop_ids)
+    assert predictor.starts == [[depth]] and [step for _, step in predictor.calls] == list(range(len(predictor.calls)))
+    sampler = SubStepSampler()
+    predictor_logits = golden["sampled_predictor_logits"]
+    sampler.start([depth], len(predictor_logits), predictor_logits.shape[-1], torch.device("cpu"))
+    for step, logits in enumerate(predictor_logits):
+        ours = full_vocabulary(*sampler.scores(torch.from_numpy(logits)[None], step), logits.shape[-1])
         assert_same_scores(ours[0], golden["sampled_predictor_scores"][step], f"predictor step {step}")
+
+
+def full_vocabulary(ids: torch.Tensor, scores: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Candidate scores [B, K] at their ids in a row of -inf [B, V]."""
+    return torch.full((scores.shape[0], vocab_size), float("-inf")).scatter_(1, ids, scores)
 
 
 def draw(logits: torch.Tensor, states: list[SamplingState], draws: int, seed: int,
@@ -272,10 +299,21 @@ def test_draws_from_the_logits_follow_the_reference_scores(family, frontend, cas
     counts = draw(masked, [seen], FULL_PATH_DRAWS, seed=1, stop_ids=stop_ids)
     assert_follows(counts[0], golden["sampled_talker_scores"][step], f"talker step {step}")
     depth = SamplingState(stream.depth_sampling.params.replace(seed=None))
-    predictor = golden["sampled_predictor_logits"]
-    counts = draw(torch.from_numpy(predictor), [depth] * len(predictor), FULL_PATH_DRAWS, seed=2)
+    counts = substep_draws(torch.from_numpy(golden["sampled_predictor_logits"]), depth, FULL_PATH_DRAWS, seed=2)
     for index, row_counts in enumerate(counts):
         assert_follows(row_counts, golden["sampled_predictor_scores"][index], f"predictor step {index}")
+
+
+def substep_draws(logits: torch.Tensor, state: SamplingState, draws: int, seed: int) -> torch.Tensor:
+    """Counts [S, V]: `draws` rows sharing `state` through one frame of S sub-steps of the
+    predictor's SubStepSampler, sub-step s over logits[s] (its noise drawn at the frame's start)."""
+    steps, vocab = logits.shape
+    sampler = SubStepSampler()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        sampler.start([state] * draws, steps, vocab, torch.device("cpu"))
+    tokens = [sampler.draw(logits[step].expand(draws, -1), step) for step in range(steps)]
+    return torch.stack([torch.bincount(row, minlength=vocab) for row in tokens])
 
 
 def run_seeded(family: Qwen3Family, frontend, case, golden, requests: list[SamplingParams],
