@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 import torch
 from torch import nn
 
+from model.codecs.resample import resample_clip
 from model.families.qwen3_tts.config import Qwen3TtsConfig
 from model.families.qwen3_tts.speaker_mel import NUM_MELS, SAMPLE_RATE, LogMel, samples_for_frames
 from model.llama.loader import checkpoint_weights
@@ -173,17 +173,6 @@ class EcapaTdnn(nn.Module):
         return self.fc(self.asp(self.mfa(torch.cat(block_outputs, dim=1))))[:, :, 0]
 
 
-def resample(clip: np.ndarray, source_rate: int, target_rate: int) -> np.ndarray:
-    """The whole clip through FFmpeg's resampler (PyAV). NOTE: the reference resamples with
-    librosa's soxr_hq; the filters differ, so a resampled clip's x-vector is close to the
-    reference's, not equal (a clip already at the encoder's rate is untouched: exact)."""
-    resampler = av.AudioResampler(format="flt", layout="mono", rate=target_rate)
-    frame = av.AudioFrame.from_ndarray(clip[None], format="flt", layout="mono")
-    frame.sample_rate = source_rate
-    frames = resampler.resample(frame) + resampler.resample(None)
-    return np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
-
-
 class SpeakerEncoder:
     """A base checkpoint's speaker encoder, ready to embed clips. Invariant: the network holds
     exactly the checkpoint's `speaker_encoder.*` weights (no key missing, none extra), in float32,
@@ -223,7 +212,7 @@ class SpeakerEncoder:
             raise ValueError("audio holds NaN or infinite samples")
         clip = clip.astype(np.float32)
         if sample_rate != SAMPLE_RATE:
-            clip = resample(clip, sample_rate, SAMPLE_RATE)
+            clip = resample_clip(clip, sample_rate, SAMPLE_RATE)
         if clip.size < self.min_samples:
             raise ValueError(f"audio is too short: the speaker encoder needs {self.min_samples} samples at "
                              f"{SAMPLE_RATE} Hz or more, got {clip.size}")

@@ -4,10 +4,10 @@
 `tiny-random-qwen3-base` (base: a speaker encoder for cloning). Each folder holds config.json,
 model.safetensors, generation_config.json, a Qwen2-style byte-level BPE (vocab.json, merges.txt,
 tokenizer_config.json) and speech_tokenizer/ (the 12 Hz codec: config.json, preprocessor_config.json,
-model.safetensors with the decoder only: the Mimi encoder's weights are absent, so the tiny codec
-decodes but cannot encode). Weights are random, drawn per tensor from a name → shape table derived
-from the config, so they produce noise, not speech; the scales are chosen so greedy decoding is
-varied and every module (norm weights, layer scales, ConvNeXt gammas) visibly shapes the output.
+model.safetensors with the decoder and the Mimi encoder, so the tiny codec encodes clips too).
+Weights are random, drawn per tensor from a name → shape table derived from the config, so they
+produce noise, not speech; the scales are chosen so greedy decoding is varied, a clip's codes
+vary, and every module (norm weights, layer scales, ConvNeXt gammas) visibly shapes the output.
 
 Layout choices (ids mirror the real checkpoints' placement, shrunk):
 - codec: CODEBOOK codes, then the special ids; the talker vocabulary is CODEBOOK + 1024 because the
@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 from model.families.qwen3_tts.tiny_tokenizer import tokens, write_json, write_tokenizer
 from model.paths import cache_root
 
-VERSION = "v1"
+VERSION = "v2"
 SEED = 3
 CUSTOM_VOICE, BASE = "tiny-random-qwen3", "tiny-random-qwen3-base"
 CODEBOOK, NUM_GROUPS = 64, 16
@@ -87,7 +87,8 @@ def write_tiny_qwen3(folder: Path, base: bool = False) -> None:
         feature_extractor_type="EncodecFeatureExtractor", feature_size=1, padding_side="right",
         padding_value=0.0, return_attention_mask=True, sampling_rate=codec_cfg["input_sample_rate"],
         chunk_length_s=None, overlap=None))
-    save_file(random_weights(codec_table(codec_cfg["decoder_config"]), SEED + 1), str(codec / "model.safetensors"))
+    table = {**codec_table(codec_cfg["decoder_config"]), **encoder_table(codec_cfg["encoder_config"])}
+    save_file(random_weights(table, SEED + 1), str(codec / "model.safetensors"))
 
 
 def model_config(base: bool) -> dict:
@@ -126,7 +127,7 @@ def codec_config() -> dict:
                    attention_bias=False, attention_dropout=0.0, upsample_rates=[5, 4, 4, 2],
                    upsampling_ratios=[2, 2], decoder_dim=64)
     spf = math.prod(decoder["upsample_rates"]) * math.prod(decoder["upsampling_ratios"])
-    # A small Mimi shape so the reference builds its (weightless here) encoder quickly.
+    # A small Mimi shape: 24 kHz in, 25 Hz after the convolutions (960 samples), 12.5 Hz frames.
     encoder = dict(hidden_size=32, num_filters=4, upsampling_ratios=[8, 6, 5, 4], upsample_groups=32,
                    codebook_size=CODEBOOK, codebook_dim=16, vector_quantization_hidden_dimension=16, num_quantizers=32,
                    num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
@@ -134,7 +135,7 @@ def codec_config() -> dict:
     return dict(architectures=["Qwen3TTSTokenizerV2Model"], model_type="qwen3_tts_tokenizer_12hz",
                 encoder_valid_num_quantizers=NUM_GROUPS, input_sample_rate=24000,
                 output_sample_rate=int(spf * 12.5), decode_upsample_rate=spf, encode_downsample_rate=1920,
-                decoder_config=decoder, encoder_config=encoder, chorus=dict(encoder_weights=False))
+                decoder_config=decoder, encoder_config=encoder, chorus=dict(encoder_weights=True))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -269,6 +270,44 @@ def codec_table(d: dict) -> dict:
     return table
 
 
+def encoder_table(e: dict) -> dict:
+    """The Mimi encoder's tensors, named as the reference's state dict (MimiConfig's kernel sizes:
+    7 first, 3 in the residual blocks and last; one residual block per ratio, compress 2)."""
+    table, width, hidden, dim = {}, e["num_filters"], e["hidden_size"], e["codebook_dim"]
+    p = "encoder.encoder.layers"
+    conv(table, f"{p}.0.conv", 1, width, 7)
+    index = 1  # each ratio: a residual block, an ELU, a strided conv
+    for ratio in reversed(e["upsampling_ratios"]):
+        conv(table, f"{p}.{index}.block.1.conv", width, width // 2, 3)
+        conv(table, f"{p}.{index}.block.3.conv", width // 2, width, 1)
+        conv(table, f"{p}.{index + 2}.conv", width, 2 * width, 2 * ratio)
+        index, width = index + 3, width * 2
+    conv(table, f"{p}.{index + 1}.conv", width, hidden, 3)
+    for i in range(e["num_hidden_layers"]):
+        t = f"encoder.encoder_transformer.layers.{i}"
+        for proj in ("q", "k", "v", "o"):
+            linear(table, f"{t}.self_attn.{proj}_proj", hidden, hidden)
+        linear(table, f"{t}.mlp.fc1", hidden, e["intermediate_size"])
+        linear(table, f"{t}.mlp.fc2", e["intermediate_size"], hidden)
+        norm(table, f"{t}.input_layernorm", hidden, bias=True)
+        norm(table, f"{t}.post_attention_layernorm", hidden, bias=True)
+        for s in ("self_attn_layer_scale", "mlp_layer_scale"):  # the reference inits 0.01
+            table[f"{t}.{s}.scale"] = ((hidden,), ("around", 0.3, 0.05))
+    conv(table, "encoder.downsample.conv", hidden, hidden, 4, bias=False)
+    for part, n in (("semantic", 1), ("acoustic", e["num_quantizers"] - 1)):
+        q = f"encoder.quantizer.{part}_residual_vector_quantizer"
+        # Projected frames spread wider than the codebooks (std ~1.6 vs ~1) and usages kept near 1
+        # (so no codebook vectors are much shorter than the rest): otherwise a few vectors nearest
+        # the frames' mean take most frames, and the codes of a clip barely vary.
+        conv(table, f"{q}.input_proj", hidden, dim, 1, bias=False, gain=3.0)
+        conv(table, f"{q}.output_proj", dim, hidden, 1, bias=False)
+        for i in range(n):
+            table[f"{q}.layers.{i}.codebook.initialized"] = ((1,), ("constant", 1.0))
+            table[f"{q}.layers.{i}.codebook.cluster_usage"] = ((e["codebook_size"],), ("uniform", 0.8, 1.25))
+            table[f"{q}.layers.{i}.codebook.embed_sum"] = ((e["codebook_size"], dim), ("normal", 1.0))
+    return table
+
+
 def random_weights(table: dict, seed: int) -> dict[str, torch.Tensor]:
     """One generator per tensor, seeded by its name: a tensor's values do not depend on the others."""
     weights = {}
@@ -279,6 +318,8 @@ def random_weights(table: dict, seed: int) -> dict[str, torch.Tensor]:
             w = torch.randn(shape, generator=g) * args[0]
         elif kind == "around":
             w = args[0] + torch.randn(shape, generator=g) * args[1]
+        elif kind == "constant":
+            w = torch.full(shape, args[0])
         else:
             w = args[0] + torch.rand(shape, generator=g) * (args[1] - args[0])
         weights[name] = w.float().contiguous()

@@ -61,7 +61,7 @@ def test_layout_has_every_file(built, kind):
     assert any(k.startswith("speaker_encoder.") for k in keys) == (kind == "base")
     assert any(k.startswith("talker.code_predictor.small_to_mtp_projection") for k in keys) == (kind == "base")
     with safe_open(str(built[kind] / "speech_tokenizer" / "model.safetensors"), "pt") as f:
-        assert {k.split(".")[0] for k in f.keys()} == {"decoder"}  # no Mimi encoder weights
+        assert {k.split(".")[0] for k in f.keys()} == {"decoder", "encoder"}  # the Mimi encoder's too
 
 
 @pytest.mark.parametrize("kind", KINDS)

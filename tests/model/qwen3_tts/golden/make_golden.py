@@ -5,7 +5,8 @@ installed --no-deps): never by the test suite. It builds both tiny checkpoints w
 builder, loads them with the reference's classes, and records for each case what Chorus must
 reproduce: the reference tokenizer's ids, the talker's prompt embeddings and trailing text, the
 greedy codes and their whole decode; for the base model the clip, its mel and x-vector, and the
-reference codes; and one sampled run's logits before and after the reference's processors.
+reference codes; the speech tokenizer's codes of two clips (24 kHz, and 16 kHz, which it
+resamples); and one sampled run's logits before and after the reference's processors.
 The reference is imported through importlib only: the project's import graph never names it.
 """
 from __future__ import annotations
@@ -68,15 +69,13 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def check_keys(module: torch.nn.Module, file: Path) -> list[str]:
-    """The checkpoint's keys are the module's state dict, except the Mimi encoder's (left out)."""
+def check_keys(module: torch.nn.Module, file: Path) -> None:
+    """The checkpoint's keys are exactly the module's state dict (the codec's Mimi encoder included)."""
     from safetensors import safe_open
     with safe_open(str(file), "pt") as f:
         keys = set(f.keys())
     expected = set(module.state_dict())
-    missing, unexpected = sorted(expected - keys), sorted(keys - expected)
-    assert not unexpected and all(k.startswith("encoder.") for k in missing), (missing, unexpected)
-    return missing
+    assert keys == expected, (sorted(expected - keys), sorted(keys - expected))
 
 
 class Recorder:
@@ -150,12 +149,11 @@ def main() -> None:
         for kind, base in (("custom_voice", False), ("base", True)):
             folder = ensure_tiny_qwen3(Path(tmp), base=base)
             wrap = ref.Qwen3TTSModel.from_pretrained(str(folder))
-            missing = check_keys(wrap.model.speech_tokenizer.model, folder / "speech_tokenizer" / "model.safetensors")
-            assert not check_keys(wrap.model, folder / "model.safetensors")
+            check_keys(wrap.model.speech_tokenizer.model, folder / "speech_tokenizer" / "model.safetensors")
+            check_keys(wrap.model, folder / "model.safetensors")
             meta["checkpoints"][kind] = dict(
                 name=folder.name, model_sha256=sha256(folder / "model.safetensors"),
-                codec_sha256=sha256(folder / "speech_tokenizer" / "model.safetensors"),
-                codec_missing_encoder_keys=len(missing))
+                codec_sha256=sha256(folder / "speech_tokenizer" / "model.safetensors"))
             wrappers[kind] = (wrap, Recorder(wrap.model))
         base_wrap = wrappers["base"][0]
         clip = synthetic_clip()
@@ -165,6 +163,7 @@ def main() -> None:
             win_size=1024, fmin=0, fmax=12000)[0].T.float().numpy()
         xvector = base_wrap.model.extract_speaker_embedding(clip, 24000)
         arrays["base_xvector"] = xvector.float().numpy()
+        encode_clips(base_wrap.model.speech_tokenizer, clip, arrays)
         for spec in CASES:
             for streaming in (True, False):
                 cases.append(run_case(spec, streaming, wrappers, xvector, arrays))
@@ -179,6 +178,16 @@ def main() -> None:
     (HERE / "cases.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     np.savez_compressed(HERE / "golden.npz", **arrays)
     print(f"{len(cases)} cases, {len(arrays)} arrays, {(HERE / 'golden.npz').stat().st_size} bytes")
+
+
+def encode_clips(tokenizer, clip: np.ndarray, arrays: dict) -> None:
+    """The speech tokenizer's codes of the 24 kHz clip, and of a shorter one at 16 kHz, with the
+    24 kHz samples the tokenizer resampled that one to (librosa's soxr) before encoding them."""
+    arrays["base_clip_codes"] = tokenizer.encode(clip, sr=24000).audio_codes[0].numpy().astype(np.int64)
+    rate = 16000
+    arrays["clip16k"] = clip16k = synthetic_clip(0.93, rate)
+    arrays["clip16k_at_24k"] = tokenizer._normalize_audio_inputs(clip16k, sr=rate)[0]
+    arrays["clip16k_codes"] = tokenizer.encode(clip16k, sr=rate).audio_codes[0].numpy().astype(np.int64)
 
 
 def run_case(spec: dict, streaming: bool, wrappers: dict, xvector: torch.Tensor, arrays: dict) -> dict:
@@ -256,7 +265,11 @@ ARRAY_DOCS = {
     "trailing_": "trailing text hidden [L, hidden]: added to the codec input at decode step s < L, else tts_pad",
     "audio_icl_": "reference decode of ref_codes + codes, cut at the reference frames' share (generate_voice_clone)",
     "audio_": "reference speech tokenizer decode of codes_ (whole, one call) at the case's sample_rate",
+    "base_clip_codes": "reference speech tokenizer encode of base_clip [T, 16] int64",
     "base_clip": "synthetic 24 kHz clip the base cases' x-vector comes from",
+    "clip16k_codes": "reference speech tokenizer encode of clip16k (sr=16000: it resamples first) [T, 16] int64",
+    "clip16k_at_24k": "clip16k as the reference resampled it to 24 kHz (librosa, soxr_hq) before encoding",
+    "clip16k": "a shorter synthetic clip at 16 kHz",
     "base_mel": "the reference's log-mel of base_clip [frames, 128] (speaker encoder input)",
     "base_xvector": "the reference speaker encoder's x-vector of base_clip [enc_dim]",
     "sampled_talker_ids": "code-0 ids of the sampled run (the first s are step s's previous ids)",
