@@ -16,6 +16,7 @@ import torch
 
 from model.backbone import Backbone
 from model.codecs.base import FrameCodec
+from model.families.cloning import CloneRefused, VoiceCloner
 from model.sampling import SamplingParams
 
 # The language a request names when it names none: the model's own choice (Qwen3-TTS detects it
@@ -191,6 +192,14 @@ class PromptFrontend(ABC):
     # to frames, e.g. through a duration model); models that find their timing while
     # generating cannot say where a word falls before its audio exists.
     word_timestamps: bool = False
+    # Whether the model speaks in voices cloned from a clip (model/families/cloning.py): then
+    # `voice_cloner()` loads its encoders and `prepare(clone=...)` speaks in what they made.
+    clones: bool = False
+
+    def voice_cloner(self) -> VoiceCloner:
+        """The model's encoders (loaded on the first call; weights, unlike the front end itself).
+        Raises CloneRefused (param `voice`) for a model that cannot clone."""
+        raise CloneRefused(f"the model {self.model_name} cannot clone voices", param="voice")
 
     def model_speed(self, speed: float) -> float:
         low, high = self.speed_range
@@ -205,7 +214,9 @@ class PromptFrontend(ABC):
         phonemizer's count first, then any model): the caller cuts the text and asks again, so
         what one call may cost is bounded by `max_tokens` whatever text it is given. An unknown
         voice raises VoiceNotFoundError, a language not in `languages` LanguageNotSupported,
-        instructions the checkpoint cannot take (or needs and lacks) BadInstructions."""
+        instructions the checkpoint cannot take (or needs and lacks) BadInstructions. A front end
+        that `clones` also takes `clone=` (a ClonedVoice its own cloner made; `voice` is then
+        its id), and refuses another model's with CloneRefused."""
 
     def check_language(self, language: str | None) -> None:
         """Raises LanguageNotSupported unless `language` (None: AUTO_LANGUAGE) is one of `languages`."""

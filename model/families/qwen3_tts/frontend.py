@@ -19,6 +19,8 @@ import torch
 from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
 from model.families.base import (BadInstructions, LanguageNotSupported, PromptFrontend, PromptTooLong,
                                  VoiceNotFoundError)
+from model.families.cloning import ClonedVoice, CloneRefused
+from model.families.qwen3_tts.cloner import CODES_ARRAY, VECTOR_ARRAY, Qwen3Cloner
 from model.families.qwen3_tts.config import CODEC_FOLDER, MIN_FRAMES, Qwen3TtsConfig
 from model.families.qwen3_tts.layout import ReferenceClip, Tracks, build_tracks, resolve_language_id
 from model.families.qwen3_tts.prompt import SPEAKER_VECTOR, Qwen3Prompt
@@ -39,8 +41,11 @@ class Qwen3Frontend(PromptFrontend):
     for a clone, digests its speaker vector and reference frames."""
 
     def __init__(self, model_name: str, config: Qwen3TtsConfig, tokenizer: Qwen3TextTokenizer, *,
-                 sample_rate: int = DEFAULT_SAMPLE_RATE) -> None:
+                 sample_rate: int = DEFAULT_SAMPLE_RATE, path: Path | None = None) -> None:
         self.model_name = model_name
+        self.path = path  # the checkpoint folder, where a base checkpoint's cloner loads its encoders
+        self.clones = config.model_type == "base" and path is not None
+        self._cloner: Qwen3Cloner | None = None
         self.config = config
         self.tokenizer = tokenizer
         self.sample_rate = sample_rate
@@ -59,7 +64,15 @@ class Qwen3Frontend(PromptFrontend):
     def from_folder(cls, model_name: str, path: Path) -> Qwen3Frontend:
         codec = path / CODEC_FOLDER
         sample_rate = Qwen3CodecConfig.from_folder(codec).sample_rate if codec.is_dir() else DEFAULT_SAMPLE_RATE
-        return cls(model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path), sample_rate=sample_rate)
+        return cls(model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path), sample_rate=sample_rate,
+                   path=path)
+
+    def voice_cloner(self) -> Qwen3Cloner:
+        if not self.clones or self.path is None:
+            return super().voice_cloner()  # type: ignore[return-value]
+        if self._cloner is None:
+            self._cloner = Qwen3Cloner(self.model_name, self.path, self.config)
+        return self._cloner
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -67,12 +80,15 @@ class Qwen3Frontend(PromptFrontend):
 
     def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None, *,
                 language: str | None = None, instructions: str | None = None,
-                non_streaming: bool = True) -> Qwen3Prompt:
+                non_streaming: bool = True, clone: ClonedVoice | None = None) -> Qwen3Prompt:
         """A prompt in one of the checkpoint's own voices. `max_tokens` bounds the prompt's
         positions plus the text read while speaking (streaming mode moves text from the first to
         the second; either way it is the text's share of the context). `non_streaming` defaults
         as the reference's custom-voice and voice-design generation do: the whole text in the
-        prompt (streaming mode is for text that arrives while the voice speaks)."""
+        prompt (streaming mode is for text that arrives while the voice speaks). `clone`: a voice
+        this checkpoint's cloner made (`voice` is then its id), spoken as `prepare_clone` does."""
+        if clone is not None:
+            return self._prepare_cloned(text, clone, max_tokens, language)
         # NOTE: no rate control (speed_range (1, 1)): the API time-stretches.
         instructions = self._effective_instructions(instructions)
         voice_name = self._voice_by_key.get(voice.lower())
@@ -122,9 +138,23 @@ class Qwen3Frontend(PromptFrontend):
             salt.update(codes.contiguous().numpy().tobytes())
         tracks = build_tracks(self.config, assistant.role, assistant.text, language_id=language_id,
                               speaker=(SPEAKER_VECTOR,), non_streaming=non_streaming, reference=reference)
-        self._check_length(tracks, max_tokens)
+        # NOTE: the reference clip's positions are the voice's, the same for every request in it
+        # (bounded by the voice library's clip limit): `max_tokens` bounds the text's share.
+        self._check_length(tracks, max_tokens, 0 if reference is None else len(reference.text_ids) + len(reference.frames))
         return self._prompt(tracks, len(assistant.text), f"{self.model_name}:clone:{salt.hexdigest()}", language,
                             speaker_vector=vector)
+
+    def _prepare_cloned(self, text: str, clone: ClonedVoice, max_tokens: int | None,
+                        language: str | None) -> Qwen3Prompt:
+        if clone.model != self.model_name:
+            raise CloneRefused(f"the voice was cloned for the model {clone.model}, not {self.model_name}", param="voice")
+        if not self.clones:
+            raise CloneRefused(f"the model {self.model_name} cannot clone voices", param="voice")
+        codes = clone.arrays.get(CODES_ARRAY)
+        return self.prepare_clone(text, speaker_vector=torch.from_numpy(clone.arrays[VECTOR_ARRAY]),
+                                  reference_text=clone.transcript,
+                                  reference_codes=None if codes is None else torch.from_numpy(codes),
+                                  language=language, max_tokens=max_tokens)
 
     def default_sampling(self) -> SamplingParams:
         """The checkpoint's generation_config.json for code 0 (the code predictor's own sampling
@@ -145,8 +175,8 @@ class Qwen3Frontend(PromptFrontend):
         return given
 
     @staticmethod
-    def _check_length(tracks: Tracks, max_tokens: int | None) -> None:
-        tokens = len(tracks.keys) + len(tracks.trailing_ids)
+    def _check_length(tracks: Tracks, max_tokens: int | None, voice_positions: int = 0) -> None:
+        tokens = len(tracks.keys) + len(tracks.trailing_ids) - voice_positions
         if max_tokens is not None and tokens > max_tokens:
             raise PromptTooLong(tokens, max_tokens)
 
