@@ -15,19 +15,21 @@ from api.config.settings import ApiSettings
 from api.deepgram import routes_rest as deepgram_rest
 from api.deepgram import socket as deepgram_socket
 from api.http import status_routes
-from api.http.auth import BearerKeyMiddleware
+from api.http.auth import ApiKeys, BearerKeyMiddleware
 from api.http.body_limit import BodySizeLimitMiddleware
 from api.http.draining import Drain
 from api.http.metrics import ApiMetrics
 from api.http.query_check import QueryCheckMiddleware
-from api.openai import catalog_routes, speech_routes
+from api.openai import catalog_routes, speech_routes, voice_routes
 from api.openai.errors import install_error_handlers
 from api.speech.catalog import Catalog
 from api.speech.early_refusal import EarlyRefusal
 from api.speech.planning import SegmentPlanner
 from api.speech.prompt_pool import PromptPool
+from api.voices.library import LibraryLimits, VoiceLibrary
 from engine.client import EngineClient
 from engine.config import EngineConfig
+from model.families.base import PromptFrontend
 
 STATIC_DIR = Path(__file__).parent / "static"
 logger = logging.getLogger("chorus.api")
@@ -37,12 +39,14 @@ EXIT_ENGINE_FAILED = 3
 
 def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> FastAPI:
     settings = settings or ApiSettings()
+    api_keys = ApiKeys(settings.api_keys)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         client = EngineClient(config)
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend)
+        app.state.api_keys = api_keys
         app.state.early_refusal = EarlyRefusal(admission_on=config.capacity.admission_on)
         app.state.drain = Drain()
         app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused,
@@ -53,6 +57,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
             async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
                 # Token budgets and the splitting of long inputs follow the limits the engine enforces.
                 app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
+                if settings.voices_dir is not None:
+                    app.state.catalog.library = open_library(settings, client.frontend, pool)
                 yield
         finally:
             give_up.cancel()
@@ -68,6 +74,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     app.include_router(status_routes.router)
     app.include_router(catalog_routes.router)
     app.include_router(speech_routes.router)
+    app.include_router(voice_routes.router)
     app.include_router(deepgram_rest.router)
     app.include_router(deepgram_socket.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -79,11 +86,22 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     # The middleware added last runs first: the query check refuses a malformed query string
     # (HTTP and WebSocket) from the request line alone, before any body is read; the body limit
     # guards every HTTP route; then auth checks the key on the protected ones.
-    app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(BearerKeyMiddleware, api_keys=api_keys)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
-                       timeout_seconds=settings.body_timeout_seconds)
+                       timeout_seconds=settings.body_timeout_seconds,
+                       larger={("POST", voice_routes.VOICES): settings.max_voice_upload_bytes})
     app.add_middleware(QueryCheckMiddleware)
     return app
+
+
+def open_library(settings: ApiSettings, frontend: PromptFrontend, pool: PromptPool) -> VoiceLibrary:
+    """The voice library under `settings.voices_dir`: its voices load now (a corrupt one is
+    logged and skipped), its encoders run on the prompt pool's threads."""
+    limits = LibraryLimits(max_voices_per_owner=settings.max_voices_per_owner)
+    library = VoiceLibrary.open(Path(settings.voices_dir).expanduser(), frontend, pool.run, limits)
+    logger.info("voice library %s: %d voices (%d skipped)", settings.voices_dir, len(library),
+                len(library.skipped))
+    return library
 
 
 async def _exit_when_the_engine_gives_up(app: FastAPI, client: EngineClient) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 import wave
@@ -15,8 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from api.config.engine_args import add_engine_args, engine_config_from_args
-from api.config.serve_args import add_prompt_args, add_serve_args, serve_settings_from_args
+from api.config.serve_args import add_prompt_args, add_serve_args, default_voices_dir, serve_settings_from_args
 from api.config.settings import ApiSettings
+from api.http.auth import owner_of
 from api.http.draining import Drain
 from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
 from api.speech.catalog import Catalog
@@ -26,6 +28,7 @@ from api.speech.planning import SegmentPlanner
 from api.speech.prompt_pool import PromptPool
 from api.speech.start import start_speech
 from api.speech.synthesis import SynthesisFailed
+from api.voices.library import VoiceLibrary
 from engine.client import EngineClient
 
 
@@ -49,8 +52,11 @@ async def _say(args: argparse.Namespace) -> int:
                                    settings=settings, drain=Drain(), early_refusal=EarlyRefusal(admission_on=False))
         started = time.monotonic()
         try:
-            catalog = Catalog(client.frontend)
-            voice = catalog.voice_choice(args.voice or catalog.default_voice, args.language, args.instructions)
+            library = VoiceLibrary.open(Path(args.voices_dir).expanduser(), client.frontend, pool.run)
+            catalog = Catalog(client.frontend, library)
+            owner = owner_of(args.api_key) if args.api_key else None
+            voice = catalog.voice_choice(args.voice or catalog.default_voice, args.language, args.instructions,
+                                         owner=owner)
             synthesis, _ = await start_speech(services, args.text, voice, args.speed, args.seed, args.max_tokens)
         except SpeechError as exc:
             print(f"error: {exc.reason}", file=sys.stderr)
@@ -105,7 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     say = sub.add_parser("say", help="synthesize text to a WAV file through the engine")
     say.add_argument("text")
     say.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
-    say.add_argument("--voice", default=None, help="a voice of the model, or an OpenAI voice name (default: its first)")
+    say.add_argument("--voice", default=None, help="a voice of the model, an OpenAI voice name, or the name or id "
+                                                  "of a voice of the library (default: the model's first)")
+    say.add_argument("--voices-dir", default=os.environ.get("CHORUS_VOICES_DIR") or str(default_voices_dir()),
+                     help="the voice library `chorus serve` keeps (default: as serve's)")
+    say.add_argument("--api-key", default=None, help="with a library of several keys: the key whose voices --voice "
+                                                    "names (default: the voices made without a key)")
     say.add_argument("--language", default=None, help="the language the text is read in (default: auto)")
     say.add_argument("--instructions", default=None,
                      help="how to speak, for a model that reads instructions (Qwen3-TTS CustomVoice: optional; "

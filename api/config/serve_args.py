@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from pathlib import Path
 
 from api.config.engine_args import add_engine_args
 from api.http.protocol import DEFAULT_HEAD_TIMEOUT_SECONDS
@@ -16,10 +17,20 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument(
-        "--api-key",
-        default=os.environ.get("CHORUS_API_KEY"),
-        help="require 'Authorization: Bearer KEY' on /v1 and /metrics (default: $CHORUS_API_KEY)",
+        "--api-key", action="append", dest="api_keys", default=None,
+        help="require 'Authorization: Bearer KEY' on /v1 and /metrics; repeat it for several keys, each "
+             "owning its own stored voices (default: $CHORUS_API_KEY)",
     )
+    parser.add_argument("--api-keys-file", type=Path, default=None,
+                        help="a file of accepted API keys, one a line (blank lines and lines starting with # "
+                             "are skipped), with or besides --api-key")
+    parser.add_argument("--voices-dir", default=os.environ.get("CHORUS_VOICES_DIR") or str(default_voices_dir()),
+                        help="where the voice library keeps uploaded voices (default: $CHORUS_VOICES_DIR, else "
+                             "$XDG_DATA_HOME/chorus/voices, else ~/.local/share/chorus/voices)")
+    parser.add_argument("--max-voices-per-owner", type=int, default=ApiSettings().max_voices_per_owner,
+                        help="the most voices one API key (or, without keys, the server) may store")
+    parser.add_argument("--max-voice-upload-bytes", type=int, default=ApiSettings().max_voice_upload_bytes,
+                        help="the largest voice upload (POST /v1/audio/voices) in bytes; larger ones get a 413")
     parser.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
                         help="close a connection whose request line and headers take longer than this")
     parser.add_argument("--body-timeout-seconds", type=float, default=ApiSettings().body_timeout_seconds,
@@ -67,8 +78,25 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
 def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
     """The API settings `chorus serve` flags ask for (also each Ray Serve replica's)."""
     limits = {name: getattr(args, name) for name in LIMIT_FLAGS}
-    return ApiSettings(api_key=args.api_key or None, prompt_workers=args.prompt_workers,
-                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds, **limits)
+    return ApiSettings(api_keys=api_keys_from_args(args), prompt_workers=args.prompt_workers,
+                       enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds,
+                       voices_dir=args.voices_dir, max_voices_per_owner=args.max_voices_per_owner,
+                       max_voice_upload_bytes=args.max_voice_upload_bytes, **limits)
+
+
+def api_keys_from_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """--api-key (or $CHORUS_API_KEY when none is given) and the keys of --api-keys-file, each once."""
+    keys = list(args.api_keys or ([os.environ["CHORUS_API_KEY"]] if os.environ.get("CHORUS_API_KEY") else []))
+    if args.api_keys_file is not None:
+        lines = args.api_keys_file.read_text().splitlines()
+        keys += [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    return tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+
+
+def default_voices_dir() -> Path:
+    """A per-user place for data that should outlive the process (the XDG base directory spec)."""
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "chorus" / "voices"
 
 
 def add_prompt_args(parser: argparse.ArgumentParser) -> None:

@@ -20,8 +20,15 @@ class ApiSettings:
     (api/speech/prompt_pool.py).
     """
 
-    api_key: str | None = None
+    # Every key the server accepts (none: no auth); each owns its voices (api/http/auth.py).
+    api_keys: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
+    # The voice library (api/voices/): where voices are stored (None: no library), the largest
+    # upload (a 30 s clip as 48 kHz stereo WAV is 11 MB; compressed formats far less), and the
+    # most voices one key (or, without keys, the server) may hold.
+    voices_dir: str | None = None
+    max_voice_upload_bytes: int = 16 * 1024 * 1024
+    max_voices_per_owner: int = 100
     # A request body must arrive within this long (64 KiB in 30 s: 2 KiB/s), or it is a 408.
     body_timeout_seconds: float = 30.0
     default_sample_rate: int = 24000
@@ -67,8 +74,10 @@ class ApiSettings:
     socket_send_timeout_seconds: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.api_key is not None and not self.api_key:
-            raise ValueError("api_key must be None (no auth) or a non-empty string")
+        if not all(isinstance(key, str) and key.strip() == key and key for key in self.api_keys):
+            raise ValueError("api_keys must be non-empty strings without surrounding whitespace")
+        if self.max_voice_upload_bytes < self.max_body_bytes or self.max_voices_per_owner < 1:
+            raise ValueError("max_voice_upload_bytes must be >= max_body_bytes and max_voices_per_owner >= 1")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
         if not self.client_backlog_seconds > 0 or not self.stalled_client_seconds > 0:

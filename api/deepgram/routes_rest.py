@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from api.deepgram.errors import DeepgramError
 from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidAudioQuery, audio_choice
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
+from api.http.auth import request_owner
 from api.http.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_client_leaves
 from api.http.json_limits import InvalidJson, loads_bounded
 from api.http.quoting import quoted
@@ -79,13 +80,14 @@ async def _validated(request: Request, state, model: str, encoding, container, s
     if len(text) > MAX_INPUT_CHARS:
         raise DeepgramError(413, "TEXT_TOO_LONG", f"The text has {len(text)} characters; at most {MAX_INPUT_CHARS}")
     try:
-        voice = deepgram_voice(model, state.catalog)
+        owner = request_owner(request.state)
+        voice = deepgram_voice(model, state.catalog, owner)
         choice = audio_choice(REST_ENCODINGS, encoding, container, sample_rate, DEFAULT_REST_ENCODING)
     except UnknownModel as exc:
         raise DeepgramError(400, "UNKNOWN_MODEL", str(exc)) from None
     except InvalidAudioQuery as exc:
         raise DeepgramError(400, "INVALID_QUERY_PARAMETER", str(exc)) from None
-    return text, state.catalog.voice_choice(voice, language, instructions), choice, parse_speed(speed)
+    return text, state.catalog.voice_choice(voice, language, instructions, owner=owner), choice, parse_speed(speed)
 
 
 def parse_speed(speed: str | None) -> float:

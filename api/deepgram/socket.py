@@ -54,7 +54,7 @@ from api.deepgram.errors import DeepgramError, error_message, turn_refused, warn
 from api.deepgram.formats import DEFAULT_SOCKET_ENCODING, SOCKET_ENCODINGS, AudioChoice, InvalidAudioQuery, audio_choice
 from api.deepgram.routes_rest import model_uuid, parse_speed
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
-from api.http.auth import key_matches
+from api.http.auth import ApiKeys
 from api.http.json_limits import InvalidJson, loads_bounded
 from api.http.quoting import quoted
 from api.speech.audio.pipeline import AudioPipeline
@@ -121,12 +121,13 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
                        instructions: str | None = None) -> None:
     state = websocket.app.state
     request_id = str(uuid.uuid4())
-    subprotocol = _authenticated(websocket, state.settings.api_key)
+    subprotocol, owner = _authenticated(websocket, state.api_keys)
     try:
         if subprotocol is False:
             raise DeepgramError(401, "INVALID_AUTH", "Invalid credentials.")
         check_ready(state.engine)
-        voice = state.catalog.voice_choice(deepgram_voice(model, state.catalog), language, instructions)
+        voice = state.catalog.voice_choice(deepgram_voice(model, state.catalog, owner), language, instructions,
+                                           owner=owner)
         choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
         speed_value = parse_speed(speed)
         words = state.catalog.asks_word_timestamps(timestamps)
@@ -146,16 +147,18 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
                          "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
 
 
-def _authenticated(websocket: WebSocket, api_key: str | None) -> str | bool:
-    """"" when no key is needed or the Authorization header has it, "token" when the `token`
-    subprotocol does (browsers cannot set headers: `new WebSocket(url, ["token", KEY])`), False
-    when neither."""
-    if api_key is None or key_matches(websocket.headers.get("authorization"), api_key):
-        return ""
+def _authenticated(websocket: WebSocket, keys: ApiKeys) -> tuple[str | bool, str | None]:
+    """The subprotocol to accept with and the key's owner (api/http/auth.py): "" when no key is
+    needed or the Authorization header has one, "token" when the `token` subprotocol does
+    (browsers cannot set headers: `new WebSocket(url, ["token", KEY])`), False when neither."""
+    if not keys:
+        return "", None
+    if (owner := keys.owner_of_header(websocket.headers.get("authorization"))) is not None:
+        return "", owner
     protocols = websocket.scope.get("subprotocols") or []
-    if len(protocols) >= 2 and protocols[0] == "token" and hmac.compare_digest(protocols[1].encode(), api_key.encode()):
-        return "token"
-    return False
+    if len(protocols) >= 2 and protocols[0] == "token" and (owner := keys.owner(protocols[1])) is not None:
+        return "token", owner
+    return False, None
 
 
 class Turn:

@@ -26,10 +26,13 @@ class UnknownModel(ValueError):
     """A model id that is neither Deepgram's nor one of this server's model or voice names."""
 
 
-def deepgram_voice(model: str, catalog: Catalog) -> str:
-    """The served voice a `model` query parameter means: a Deepgram Aura id (an English voice
-    maps to a served voice of its kind, the i-th of its kind to the i-th such voice, modulo their
-    count), or the name of a served voice (in any case) or of the served model (its first voice)."""
+def deepgram_voice(model: str, catalog: Catalog, owner: str | None = None) -> str:
+    """The served voice a `model` query parameter means: a voice of the library `owner` may use
+    (its name or id), a Deepgram Aura id (an English voice maps to a served voice of its kind, the
+    i-th of its kind to the i-th such voice, modulo their count), or the name of a served voice
+    (in any case) or of the served model (its first voice)."""
+    if catalog.stored_voice(model, owner) is not None:
+        return model
     try:
         default = catalog.default_voice
     except SpeechError as exc:  # a model without voices of its own

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,17 +42,20 @@ def _json_fault(scope: Scope, messages: list[Message]) -> str | None:
 
 
 class BodySizeLimitMiddleware:
-    """Invariant: no handler sees a body over `max_bytes`, or one that took over `timeout_seconds`
-    to arrive, or a JSON body that is not UTF-8 JSON nesting at most MAX_JSON_DEPTH levels
-    (api/http/json_limits.py: Python's parser meets a deep one with RecursionError, a 500). A declared
-    Content-Length over the limit is refused unread; any other body is read (at most `max_bytes`
-    + one message) before the app runs and replayed to it, so a chunked body is refused with 413
+    """Invariant: no handler sees a body over `max_bytes` (or its route's own limit in `larger`),
+    or one that took over `timeout_seconds` to arrive, or a JSON body that is not UTF-8 JSON
+    nesting at most MAX_JSON_DEPTH levels (api/http/json_limits.py: Python's parser meets a deep
+    one with RecursionError, a 500). A declared Content-Length over the limit is refused unread;
+    any other body is read (at most the limit + one message) before the app runs and replayed to it, so a chunked body is refused with 413
     as well; a client that stalls mid-body is answered 408 and let go."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, timeout_seconds: float = 30.0) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_seconds: float = 30.0,
+                 larger: Mapping[tuple[str, str], int] | None = None) -> None:
+        """`larger`: (method, path) → its own limit, for the routes that take uploads."""
         self.app = app
         self.max_bytes = max_bytes
         self.timeout_seconds = timeout_seconds
+        self.larger = dict(larger or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,9 +78,10 @@ class BodySizeLimitMiddleware:
     async def _read_body(self, scope: Scope, receive: Receive) -> list[Message] | Response:
         """The body's messages up to its last (or a disconnect), or the refusal of the body."""
         path = scope["path"]
-        too_large = f"The request body exceeds the limit of {self.max_bytes} bytes"
+        limit = self.larger.get((scope["method"], path), self.max_bytes)
+        too_large = f"The request body exceeds the limit of {limit} bytes"
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
             return refusal(path, 413, too_large, "request_too_large", "REQUEST_TOO_LARGE")
         messages: list[Message] = []
         size = 0
@@ -91,7 +96,7 @@ class BodySizeLimitMiddleware:
             if message["type"] != "http.request":
                 return messages
             size += len(message.get("body", b""))
-            if size > self.max_bytes:
+            if size > limit:
                 return refusal(path, 413, too_large, "request_too_large", "REQUEST_TOO_LARGE")
             if not message.get("more_body", False):
                 return messages

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from api.http.auth import request_owner
+
 router = APIRouter()
 
 
@@ -23,17 +25,21 @@ async def list_models(request: Request) -> dict:
 @router.get("/v1/audio/voices")
 async def list_voices(request: Request) -> dict:
     """Each model's voices, the OpenAI voice names that alias them, the languages it reads
-    (`language`), whether it reads `instructions` and the timestamps it can send (`["word"]`, or
-    none); `voices` again as the flat `{"id", "name"}` list that Open WebUI reads (it fetches
-    this route without a key)."""
+    (`language`), whether it reads `instructions`, the timestamps it can send (`["word"]`, or
+    none), whether it clones voices (`clones`) and the library's voices of the caller's key
+    (`stored`); `voices` again as the flat `{"id", "name"}` list that Open WebUI reads (it
+    fetches this route without a key, and then sees no key's voices)."""
     catalog = request.app.state.catalog
+    stored = catalog.library.voices(request_owner(request.state)) if catalog.library is not None else []
     flat = [{"id": voice, "name": voice} for voice in catalog.voices]
     flat += [{"id": alias, "name": f"{alias} ({voice})"} for alias, voice in catalog.voice_aliases.items()]
+    flat += [{"id": voice.id, "name": voice.name} for voice in stored]
     return {
         "object": "list",
         "data": [{"model": catalog.model_name, "voices": list(catalog.voices), "aliases": catalog.voice_aliases,
                   "languages": list(catalog.languages), "instructions": catalog.reads_instructions,
-                  "timestamps": ["word"] if catalog.word_timestamps else []}],
+                  "timestamps": ["word"] if catalog.word_timestamps else [],
+                  "clones": catalog.clones, "stored": [voice.public() for voice in stored]}],
         "voices": flat,
     }
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from sse_starlette import EventSourceResponse
 
+from api.http.auth import request_owner
 from api.http.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_client_leaves
 from api.openai import sse
 from api.openai.errors import ApiError
@@ -46,7 +47,7 @@ async def create_speech(body: SpeechRequest, request: Request):
     state = request.app.state
     arrived = time.monotonic()
     try:
-        synthesis, pipeline = await unless_client_leaves(request, _start(body, state))
+        synthesis, pipeline = await unless_client_leaves(request, _start(body, state, request_owner(request.state)))
     except ApiError as exc:
         state.metrics.count_request(outcome_of(exc.status))
         raise
@@ -62,11 +63,11 @@ async def create_speech(body: SpeechRequest, request: Request):
     return StreamingResponse(audio, media_type=MEDIA_TYPES[body.response_format], headers={"Cache-Control": "no-cache"})
 
 
-async def _start(body: SpeechRequest, state) -> tuple[SegmentedSynthesis, AudioPipeline]:
+async def _start(body: SpeechRequest, state, owner: str | None) -> tuple[SegmentedSynthesis, AudioPipeline]:
     try:
         check_ready(state.engine)
         state.catalog.resolve_model(body.model)
-        voice = state.catalog.voice_choice(body.voice_name, body.language, body.instructions)
+        voice = state.catalog.voice_choice(body.voice_name, body.language, body.instructions, owner=owner)
         if body.timestamps == "word" and body.stream_format != "sse":
             raise ApiError(400, "timestamps 'word' needs stream_format 'sse' (the timestamps are events beside "
                            "the audio)", "invalid_value", "timestamps")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from api.speech.errors import VOICE_NOT_FOUND, SpeechError
 from api.speech.voice_choice import VoiceChoice
+from api.voices.library import VoiceLibrary
+from api.voices.store import StoredVoice
 from model.families.base import AUTO_LANGUAGE, PromptFrontend
 
 # Model names OpenAI clients send; each means "the served model".
@@ -35,12 +37,14 @@ class Catalog:
     the frontend can prepare, `resolve_language` only languages it reads; anything else is a
     SpeechError naming the parameter."""
 
-    def __init__(self, frontend: PromptFrontend) -> None:
+    def __init__(self, frontend: PromptFrontend, library: VoiceLibrary | None = None) -> None:
+        self.library = library
         self.model_name = frontend.model_name
         self.voices = tuple(frontend.voices)
         self.languages = tuple(frontend.languages)
         self.reads_instructions = frontend.reads_instructions
         self.word_timestamps = frontend.word_timestamps
+        self.clones = frontend.clones
         self.model_names = (self.model_name, *OPENAI_MODEL_ALIASES)
         self._by_key = {voice.lower(): voice for voice in self.voices}
         self.voice_aliases = {
@@ -60,9 +64,10 @@ class Catalog:
             raise self._no_voices()
         return self.voices[0]
 
-    def _no_voices(self) -> SpeechError:
-        return SpeechError(404, VOICE_NOT_FOUND, f"The model '{self.model_name}' has no voices of its own (a "
-                           "Qwen3-TTS Base checkpoint clones voices, which this server does not serve yet)",
+    def _no_voices(self, name: str | None = None) -> SpeechError:
+        asked = f"No voice '{name}': the" if name else "The"
+        return SpeechError(404, VOICE_NOT_FOUND, f"{asked} model '{self.model_name}' has no voices of its own: it "
+                           "speaks in voices cloned from a clip (POST /v1/audio/voices, then use its id or name)",
                            param="voice")
 
     def resolve_model(self, name: str) -> str:
@@ -82,7 +87,7 @@ class Catalog:
         if name in self.voice_aliases:
             return self.voice_aliases[name]
         if not self.voices:
-            raise self._no_voices()
+            raise self._no_voices(name)
         raise SpeechError(404, VOICE_NOT_FOUND, f"The voice '{name}' does not exist; available: "
                           f"{', '.join(self.voices)} (and the OpenAI names {', '.join(self.voice_aliases)})",
                           param="voice")
@@ -95,14 +100,30 @@ class Catalog:
                               f"'{name}'; it reads {', '.join(self.languages)}", param="language")
         return None if language == AUTO_LANGUAGE else language
 
-    def voice_choice(self, voice: str, language: str | None = None, instructions: str | None = None) -> VoiceChoice:
-        """The request's voice, language and instructions, each checked (SpeechError naming the
-        parameter); instructions are dropped for a model that does not read them."""
+    def stored_voice(self, name: str, owner: str | None) -> StoredVoice | None:
+        """The library's voice `owner` calls `name` (its id or name), unless a served voice has
+        that name; None if none."""
+        if self.library is None or self.own_voice(name) is not None:
+            return None
+        return self.library.find(owner, name)
+
+    def voice_choice(self, voice: str, language: str | None = None, instructions: str | None = None, *,
+                     owner: str | None = None) -> VoiceChoice:
+        """The request's voice (a served one, an OpenAI alias, or a voice of the library `owner`
+        may use), language (for a stored voice, its own when the request names none) and
+        instructions, each checked (SpeechError naming the parameter); instructions are dropped
+        for a model that does not read them."""
         if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
             raise SpeechError(400, "invalid_value", f"instructions may have at most {MAX_INSTRUCTIONS_CHARS} "
                               f"characters; got {len(instructions)}", param="instructions")
-        return VoiceChoice(self.resolve_voice(voice), self.resolve_language(language),
-                           instructions if self.reads_instructions else None)
+        instructions = instructions if self.reads_instructions else None
+        stored = self.stored_voice(voice, owner)
+        if stored is None:
+            return VoiceChoice(self.resolve_voice(voice), self.resolve_language(language), instructions)
+        if stored.model != self.model_name:
+            raise SpeechError(400, "invalid_value", f"The voice '{voice}' was cloned for the model '{stored.model}'; "
+                              f"this server serves '{self.model_name}'", param="voice")
+        return VoiceChoice(stored.id, self.resolve_language(language or stored.language), instructions, stored.clone)
 
     def asks_word_timestamps(self, timestamps: str | None) -> bool:
         """Whether a request's `timestamps` (absent, "none" or "word") asks for word timestamps;

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from api.speech.heap import give_back_memory
 from api.http.metrics import PROMPT_KINDS, PromptPoolMetrics
@@ -29,10 +29,7 @@ class _Job:
     # the heap's order is the order of need.
     need: tuple[int, int, int, int]
     kind: str = field(compare=False)
-    text: str = field(compare=False)
-    voice: VoiceChoice = field(compare=False)
-    speed: float = field(compare=False)
-    max_tokens: int | None = field(compare=False)
+    call: Callable[[], Any] = field(compare=False)
     future: asyncio.Future = field(compare=False)
     queued_at: float = field(compare=False)
 
@@ -99,13 +96,23 @@ class PromptPool:
 
     def submit(self, text: str, voice: VoiceChoice, speed: float, *, arrival: int, index: int, first: bool,
                max_tokens: int | None = None) -> asyncio.Future:
-        """Queues the prompt of `text` in `voice` (its name, language and instructions) at `speed`,
+        """Queues the prompt of `text` in `voice` (its name, language, instructions, clone) at `speed`,
         of at most `max_tokens`, for segment `index` of the speech that arrived `arrival`-th;
         `first`: its first audio waits on this one. Cancelling the returned future drops the job."""
-        kind = FIRST if first else LATER
+        extra = {} if voice.clone is None else {"clone": voice.clone}
+        call = functools.partial(self._prepare, text, voice.name, speed, max_tokens=max_tokens,
+                                 language=voice.language, instructions=voice.instructions, **extra)
+        return self._enqueue(call, FIRST if first else LATER, (0 if first else 1, arrival, index))
+
+    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Runs `function(*args)` on a worker thread, after every first segment queued and
+        counted as a later one (e.g. the voice library's encoders: nobody's first audio waits on
+        them). Cancelling the returned future drops it if it has not started."""
+        return self._enqueue(functools.partial(function, *args), LATER, (1, next(self._arrivals), 0))
+
+    def _enqueue(self, call: Callable[[], Any], kind: str, need: tuple[int, int, int]) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
-        need = (0 if first else 1, arrival, index, next(self._submissions))
-        job = _Job(need, kind, text, voice, speed, max_tokens, future, time.monotonic())
+        job = _Job((*need, next(self._submissions)), kind, call, future, time.monotonic())
         heapq.heappush(self._queue, job)
         self._count(kind, +1)
         self._has_jobs.set()
@@ -149,16 +156,13 @@ class PromptPool:
             self._later_running += later
             self._running += 1
             try:
-                voice = job.voice
-                prepare = functools.partial(self._prepare, job.text, voice.name, job.speed, max_tokens=job.max_tokens,
-                                            language=voice.language, instructions=voice.instructions)
-                prompt = await loop.run_in_executor(self._executor, prepare)
+                result = await loop.run_in_executor(self._executor, job.call)
             except Exception as exc:  # the front end's refusal belongs to whoever asked
                 if not job.future.done():
                     job.future.set_exception(exc)
             else:
                 if not job.future.done():
-                    job.future.set_result(prompt)
+                    job.future.set_result(result)
             finally:
                 self.metrics.prepare_seconds.labels(job.kind).observe(time.monotonic() - started)
                 self._running -= 1

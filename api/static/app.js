@@ -5,10 +5,19 @@
 const RATE = 24000;
 const $ = (id) => document.getElementById(id);
 
+// The page's API key as a header, if one is typed.
+function authorization() {
+  return $("key").value ? { Authorization: "Bearer " + $("key").value } : {};
+}
+
 function headers() {
-  const h = { "Content-Type": "application/json" };
-  if ($("key").value) h.Authorization = "Bearer " + $("key").value;
-  return h;
+  return { "Content-Type": "application/json", ...authorization() };
+}
+
+// A refused request's reason: the server's error message (OpenAI's error body), else its status.
+async function failure(response) {
+  const error = await response.json().catch(() => ({}));
+  return error.error && error.error.message ? error.error.message : "HTTP " + response.status;
 }
 
 // The options both modes send besides the voice: the language when not the model's own choice,
@@ -30,17 +39,29 @@ function body(format) {
 // The timestamps the served model can send ("word", or none): live mode asks for them if so.
 let modelTimestamps = [];
 
-async function loadVoices() {
+// Replaces a select's options ([label, value] pairs), keeping the chosen value if it is still
+// offered (else `prefer`, else the first); a change of value is announced as a "change" event.
+function fill(select, options, prefer) {
+  const chosen = select.value;
+  select.replaceChildren(...options.map(([label, value]) => new Option(label, value)));
+  const values = options.map(([, value]) => value);
+  if (values.includes(prefer)) select.value = prefer;
+  else if (values.includes(chosen)) select.value = chosen;
+  if (select.value !== chosen) select.dispatchEvent(new Event("change"));
+}
+
+// The served model's voices, then the key's stored voices (by name, sent by id; voices.js); `pick`
+// chooses one.
+async function loadVoices(pick) {
   const response = await fetch("/v1/audio/voices", { headers: headers() });
-  if (!response.ok) { $("status").value = "voices: HTTP " + response.status; return; }
-  const select = $("voice");
-  select.replaceChildren();
+  if (!response.ok) { $("status").value = "voices: " + await failure(response); return; }
   const model = (await response.json()).data[0];
   modelTimestamps = model.timestamps || [];
-  for (const voice of model.voices) select.add(new Option(voice, voice));
-  $("language").replaceChildren();
-  for (const language of model.languages || ["auto"]) $("language").add(new Option(language, language));
+  const stored = model.stored || [];
+  fill($("voice"), [...model.voices.map((v) => [v, v]), ...stored.map((v) => [v.name, v.id])], pick);
+  fill($("language"), (model.languages || ["auto"]).map((l) => [l, l]));
   $("instructions-row").hidden = !model.instructions;
+  library.show(model);
 }
 
 // pcm16 little-endian bytes → float samples; an odd trailing byte waits for the next piece.
@@ -65,11 +86,7 @@ async function play() {
   let playAt = context.currentTime + 0.05, chunks = 0, samples = 0;
   $("ttfa").value = "–"; $("chunks").value = "0"; $("seconds").value = "0.00"; $("status").value = "requesting";
   const response = await fetch("/v1/audio/speech", { method: "POST", headers: headers(), body: body("pcm") });
-  if (!response.ok) {
-    const error = await response.json().catch(() => ({}));
-    $("status").value = "error: " + (error.error ? error.error.message : "HTTP " + response.status);
-    return;
-  }
+  if (!response.ok) { $("status").value = "error: " + await failure(response); return; }
   const reader = response.body.getReader(), pcm = new Pcm16Reader();
   $("status").value = "streaming";
   for (;;) {
@@ -95,7 +112,7 @@ async function download() {
   const format = $("format").value;
   $("status").value = "downloading " + format;
   const response = await fetch("/v1/audio/speech", { method: "POST", headers: headers(), body: body(format) });
-  if (!response.ok) { $("status").value = "error: HTTP " + response.status; return; }
+  if (!response.ok) { $("status").value = "error: " + await failure(response); return; }
   const link = document.createElement("a");
   link.href = URL.createObjectURL(await response.blob());
   link.download = "speech." + format;
@@ -105,5 +122,6 @@ async function download() {
 
 $("play").addEventListener("click", () => play().catch((e) => { $("status").value = "error: " + e; }));
 $("download").addEventListener("click", () => download().catch((e) => { $("status").value = "error: " + e; }));
-$("key").addEventListener("change", loadVoices);
-loadVoices();
+$("key").addEventListener("change", () => loadVoices());
+// After every script has run: loadVoices uses voices.js's `library`.
+document.addEventListener("DOMContentLoaded", () => loadVoices());

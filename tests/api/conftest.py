@@ -67,7 +67,7 @@ def start_server(
     capacity = wall_clock_capacity(max_queue_delay=max_queue_delay)
     config = engine_config(str(ensure_tiny_random()), num_blocks=num_blocks, capacity=capacity, **scheduler)
     config.num_threads = 1
-    return LiveServer(create_app(config, ApiSettings(api_key=api_key, **(settings or FAST_SETTINGS))))
+    return LiveServer(create_app(config, ApiSettings(api_keys=(api_key,) if api_key else (), **(settings or FAST_SETTINGS))))
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,29 @@ import pytest
 from api.cli import build_parser
 
 
-def test_api_key_flag_and_environment(monkeypatch):
-    assert build_parser().parse_args(["serve", "--api-key", "k1"]).api_key == "k1"
+def test_api_key_flags_files_and_environment(monkeypatch, tmp_path):
+    from api.config.serve_args import api_keys_from_args
+
+    def keys(*flags):
+        return api_keys_from_args(build_parser().parse_args(["serve", *flags]))
+
+    monkeypatch.delenv("CHORUS_API_KEY", raising=False)
+    assert keys() == ()
+    assert keys("--api-key", "k1", "--api-key", "k2", "--api-key", "k1") == ("k1", "k2")
     monkeypatch.setenv("CHORUS_API_KEY", "from-env")
-    assert build_parser().parse_args(["serve"]).api_key == "from-env"
-    monkeypatch.delenv("CHORUS_API_KEY")
-    assert build_parser().parse_args(["serve"]).api_key is None
+    assert keys() == ("from-env",)
+    assert keys("--api-key", "k1") == ("k1",)  # a flag replaces the environment's key
+    listed = tmp_path / "keys"
+    listed.write_text("# operators\nalpha\n\n  beta  \n#gamma\n")
+    assert keys("--api-key", "k1", "--api-keys-file", str(listed)) == ("k1", "alpha", "beta")
+
+
+def test_the_voices_dir_defaults_to_the_users_data_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("CHORUS_VOICES_DIR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert build_parser().parse_args(["serve"]).voices_dir == str(tmp_path / "chorus" / "voices")
+    monkeypatch.setenv("CHORUS_VOICES_DIR", "/srv/voices")
+    assert build_parser().parse_args(["serve"]).voices_dir == "/srv/voices"
 
 
 def test_engine_flags_reach_the_engine_config():

@@ -53,12 +53,13 @@ def test_voice_design_has_one_voice_every_alias_means(frontends):
     assert {deepgram_voice(f"aura-2-{name}-en", catalog) for name in FEMININE + MASCULINE} == {DESIGNED_VOICE}
 
 
-def test_base_serves_no_voice_yet_and_says_why(frontends):
+def test_base_has_no_voice_of_its_own_and_says_how_to_clone_one(frontends):
     catalog = Catalog(frontends["base"])
     assert catalog.voices == () and catalog.voice_aliases == {} and not catalog.reads_instructions
     with pytest.raises(SpeechError) as refused:
         catalog.voice_choice("alloy")
-    assert (refused.value.status, refused.value.param) == (404, "voice") and "clones" in refused.value.message
+    assert (refused.value.status, refused.value.param) == (404, "voice")
+    assert "'alloy'" in refused.value.message and "POST /v1/audio/voices" in refused.value.message
     with pytest.raises(UnknownModel, match="no voices"):
         deepgram_voice("aura-2-thalia-en", catalog)
 

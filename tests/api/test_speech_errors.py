@@ -93,7 +93,7 @@ def test_outcomes():
 
 
 class Frontend:
-    model_name, voices, languages, reads_instructions = "m", ("v",), ("auto", "english"), False
+    model_name, voices, languages, reads_instructions, clones = "m", ("v",), ("auto", "english"), False, False
 
     def __init__(self, word_timestamps: bool) -> None:
         self.word_timestamps = word_timestamps

@@ -23,7 +23,7 @@ LONG = "This sentence is long enough that its audio takes a good while to genera
 
 def process_server(**config) -> LiveServer:
     engine = replace(engine_config(str(ensure_tiny_random()), mode="process"), num_threads=1, **config)
-    return LiveServer(create_app(engine, ApiSettings(api_key=API_KEY, **FAST_SETTINGS)))
+    return LiveServer(create_app(engine, ApiSettings(api_keys=(API_KEY,), **FAST_SETTINGS)))
 
 
 def kill_core_mid_stream(live: LiveServer) -> tuple[dict, float]:

@@ -21,7 +21,7 @@ FORMATS = ("pcm", "wav", "mp3", "opus", "aac", "flac")
 def qwen3_server(chorus_cache):
     config = engine_config(str(qwen3_checkpoint(chorus_cache)), num_blocks=128)
     config.num_threads = 1
-    settings = ApiSettings(api_key=API_KEY, min_audio_seconds=0.1, audio_seconds_per_char=0.01)
+    settings = ApiSettings(api_keys=(API_KEY,), min_audio_seconds=0.1, audio_seconds_per_char=0.01)
     with LiveServer(create_app(config, settings)) as live:
         yield live
 

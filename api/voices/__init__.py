@@ -1,0 +1,1 @@
+"""The voice library: voices users upload, stored and used by name."""
