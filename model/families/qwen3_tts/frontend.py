@@ -86,7 +86,9 @@ class Qwen3Frontend(PromptFrontend):
         the second; either way it is the text's share of the context). `non_streaming` defaults
         as the reference's custom-voice and voice-design generation do: the whole text in the
         prompt (streaming mode is for text that arrives while the voice speaks). `clone`: a voice
-        this checkpoint's cloner made (`voice` is then its id), spoken as `prepare_clone` does."""
+        this checkpoint's cloner made (`voice` is then its id), laid out as `prepare_clone` lays
+        it out by default, as the reference's generate_voice_clone does (`non_streaming` is for
+        the checkpoint's own voices)."""
         if clone is not None:
             return self._prepare_cloned(text, clone, max_tokens, language)
         # NOTE: no rate control (speed_range (1, 1)): the API time-stretches.
