@@ -5,8 +5,10 @@ installed --no-deps): never by the test suite. It builds both tiny checkpoints w
 builder, loads them with the reference's classes, and records for each case what Chorus must
 reproduce: the reference tokenizer's ids, the talker's prompt embeddings and trailing text, the
 greedy codes and their whole decode; for the base model the clip, its mel and x-vector, and the
-reference codes; the speech tokenizer's codes of two clips (24 kHz, and 16 kHz, which it
-resamples); and one sampled run's logits before and after the reference's processors.
+reference codes; clones the reference made from the clip itself (create_voice_clone_prompt, then
+generate_voice_clone: its codes and the audio it returns); the speech tokenizer's codes of two clips
+(24 kHz, and 16 kHz, which it resamples); and one sampled run's logits before and after the
+reference's processors.
 The reference is imported through importlib only: the project's import graph never names it.
 """
 from __future__ import annotations
@@ -49,6 +51,12 @@ CASES = [  # each runs in streaming (non_streaming_mode=False) and non-streaming
     dict(name="base_icl_en", model="base", text=TEXT_EN, language="auto", ref_text="The weather is nice.",
          ref_frames=8),
     dict(name="base_icl_zh", model="base", text=TEXT_ZH, language="chinese", ref_text="我们说话。", ref_frames=40),
+]
+# Voices the reference clones from base_clip itself, each spoken in streaming mode (non_streaming_mode
+# False: generate_voice_clone's default) and non-streaming mode; listed as "clip_cases" in cases.json.
+CLIP_CASES = [
+    dict(name="clip_icl_en", model="base", text=TEXT_EN, language="english", ref_text="The weather is nice today."),
+    dict(name="clip_xvec_en", model="base", text=TEXT_EN, language="auto"),
 ]
 
 
@@ -167,6 +175,8 @@ def main() -> None:
         for spec in CASES:
             for streaming in (True, False):
                 cases.append(run_case(spec, streaming, wrappers, xvector, arrays))
+        clip_cases = [run_clip_case(spec, streaming, wrappers["base"], arrays)
+                      for spec in CLIP_CASES for streaming in (True, False)]
         cases.append(run_sampled(wrappers["custom_voice"], arrays))
     meta.update(
         builder_version=VERSION, max_new_tokens=MAX_NEW_TOKENS,
@@ -174,10 +184,11 @@ def main() -> None:
         processors={name: rec.processors for name, (_, rec) in wrappers.items()},
         processors_note="each checkpoint's LogitsProcessorList of its last generate(): custom_voice's is the "
                         "sampled run's, base's a greedy run's (no warpers; the code predictor's is empty)",
-        cases=cases, arrays={k: describe_array(k, v) for k, v in sorted(arrays.items())})
+        cases=cases, clip_cases=clip_cases, arrays={k: describe_array(k, v) for k, v in sorted(arrays.items())})
     (HERE / "cases.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     np.savez_compressed(HERE / "golden.npz", **arrays)
-    print(f"{len(cases)} cases, {len(arrays)} arrays, {(HERE / 'golden.npz').stat().st_size} bytes")
+    print(f"{len(cases)} cases, {len(clip_cases)} clip cases, {len(arrays)} arrays, "
+          f"{(HERE / 'golden.npz').stat().st_size} bytes")
 
 
 def encode_clips(tokenizer, clip: np.ndarray, arrays: dict) -> None:
@@ -213,9 +224,21 @@ def run_case(spec: dict, streaming: bool, wrappers: dict, xvector: torch.Tensor,
         item = ref.VoiceClonePromptItem(ref_code=ref_code, ref_spk_embedding=xvector, ref_text=spec.get("ref_text"),
                                         x_vector_only_mode=ref_code is None, icl_mode=ref_code is not None)
         kwargs["voice_clone_prompt"] = wrap._prompt_items_to_voice_clone_prompt([item])
-    gen = wrap._merge_generate_kwargs(do_sample=False, subtalker_dosample=False, max_new_tokens=MAX_NEW_TOKENS)
+    gen = greedy_kwargs(wrap)
     rec.reset()
     codes = wrap.model.generate(**kwargs, **gen)[0][0]
+    return dict(name=name, **{k: v for k, v in spec.items() if k != "name"}, non_streaming_mode=not streaming,
+                generate=gen, **record_run((wrap, rec), name, codes, ref_code, arrays))
+
+
+def greedy_kwargs(wrap) -> dict:
+    return wrap._merge_generate_kwargs(do_sample=False, subtalker_dosample=False, max_new_tokens=MAX_NEW_TOKENS)
+
+
+def record_run(wrapper: tuple, name: str, codes: torch.Tensor, ref_code: torch.Tensor | None, arrays: dict) -> dict:
+    """Records one greedy generate()'s codes, prompt inputs and decodes under `name`; returns what
+    the case's entry says about the run."""
+    wrap, rec = wrapper
     arrays[f"codes_{name}"] = codes.numpy().astype(np.int64)
     arrays[f"talker_embeds_{name}"] = rec.embeds.float().numpy()
     arrays[f"trailing_{name}"] = rec.trailing.float().numpy()
@@ -229,9 +252,42 @@ def run_case(spec: dict, streaming: bool, wrappers: dict, xvector: torch.Tensor,
     eos = wrap.model.config.talker_config.codec_eos_token_id
     stop = "eos" if int(rec.calls["talker"][-1][2].argmax()) == eos else "max_new_tokens"
     print(name, tuple(codes.shape), stop, flush=True)
-    return dict(name=name, **{k: v for k, v in spec.items() if k != "name"}, non_streaming_mode=not streaming,
-                generate=gen, frames=int(codes.shape[0]), stop=stop, sample_rate=rate,
-                prompt_positions=int(rec.embeds.shape[0]), trailing_positions=int(rec.trailing.shape[0]))
+    return dict(frames=int(codes.shape[0]), stop=stop, sample_rate=rate, prompt_positions=int(rec.embeds.shape[0]),
+                trailing_positions=int(rec.trailing.shape[0]))
+
+
+def run_clip_case(spec: dict, streaming: bool, wrapper: tuple, arrays: dict) -> dict:
+    """A voice the reference clones from base_clip (in context with `ref_text`, else x-vector only),
+    spoken through its public generate_voice_clone. What it returns is recorded as the audio_icl_
+    (in context) or audio_ (x-vector) array: checked equal to record_run's decodes."""
+    wrap, rec = wrapper
+    name = f"{spec['name']}_{'stream' if streaming else 'full'}"
+    in_context = "ref_text" in spec
+    items = wrap.create_voice_clone_prompt(ref_audio=(arrays["base_clip"], 24000), ref_text=spec.get("ref_text"),
+                                           x_vector_only_mode=not in_context)
+    # The clone prompt holds the same encoders' outputs the other arrays record.
+    assert np.array_equal(items[0].ref_spk_embedding.float().numpy(), arrays["base_xvector"])
+    assert (items[0].ref_code is None) != in_context
+    if in_context:
+        assert np.array_equal(items[0].ref_code.numpy(), arrays["base_clip_codes"])
+    mode = {} if streaming else dict(non_streaming_mode=True)  # streaming: generate_voice_clone's default
+    gen, generated = greedy_kwargs(wrap), []
+    generate = wrap.model.generate
+
+    def recording_generate(**kwargs):  # generate_voice_clone returns audio only: keep its codes
+        generated.append(generate(**kwargs))
+        return generated[-1]
+
+    wrap.model.generate = recording_generate
+    rec.reset()
+    try:
+        wavs, _ = wrap.generate_voice_clone(spec["text"], spec["language"], voice_clone_prompt=items, **mode, **gen)
+    finally:
+        del wrap.model.generate
+    facts = record_run(wrapper, name, generated[0][0][0], items[0].ref_code, arrays)
+    assert np.array_equal(wavs[0], arrays[f"audio_icl_{name}" if in_context else f"audio_{name}"])
+    return dict(name=name, **{k: v for k, v in spec.items() if k != "name"}, clip="base_clip",
+                non_streaming_mode=not streaming, generate=gen, **facts)
 
 
 def run_sampled(wrapper: tuple, arrays: dict) -> dict:
@@ -255,7 +311,9 @@ def run_sampled(wrapper: tuple, arrays: dict) -> dict:
                 talker_steps=len(steps), note="talker step s saw sampled_talker_ids[:s] as its previous ids")
 
 
-ARRAY_DOCS = {
+ARRAY_DOCS = {  # the first prefix a name starts with describes it
+    "codes_clip_": "clip_cases: generate_voice_clone's greedy codes in a voice the reference cloned from base_clip "
+                   "(create_voice_clone_prompt; in context, its reference frames are base_clip_codes) [T, 16] int64",
     "codes_": "greedy codes until end of speech (excluded) [T, 16] int64",
     "input_ids_": "reference tokenizer ids of <|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>assistant\\n",
     "instruct_ids_": "ids of <|im_start|>user\\n{instruct}<|im_end|>\\n",
@@ -263,6 +321,10 @@ ARRAY_DOCS = {
     "ref_codes_": "the in-context reference frames [R, 16] (deterministic, drawn in range)",
     "talker_embeds_": "the talker's prefill inputs_embeds [P, hidden]",
     "trailing_": "trailing text hidden [L, hidden]: added to the codec input at decode step s < L, else tts_pad",
+    "audio_icl_clip_": "what generate_voice_clone returned (clip_cases, in context): the decode of base_clip_codes "
+                       "+ codes_, cut at the reference frames' share",
+    "audio_clip_": "clip_cases: the decode of codes_ alone (whole, one call); for an x-vector clone, what "
+                   "generate_voice_clone returned",
     "audio_icl_": "reference decode of ref_codes + codes, cut at the reference frames' share (generate_voice_clone)",
     "audio_": "reference speech tokenizer decode of codes_ (whole, one call) at the case's sample_rate",
     "base_clip_codes": "reference speech tokenizer encode of base_clip [T, 16] int64",
