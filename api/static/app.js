@@ -39,8 +39,8 @@ function body(format) {
 // The timestamps the served model can send ("word", or none): live mode asks for them if so.
 let modelTimestamps = [];
 
-// Replaces a select's options ([label, value] pairs), keeping the chosen value if it is still
-// offered (else `prefer`, else the first); a change of value is announced as a "change" event.
+// Replaces a select's options ([label, value] pairs) and chooses `prefer` if offered, else the
+// value chosen before if still offered, else the first; a change of value fires "change".
 function fill(select, options, prefer) {
   const chosen = select.value;
   select.replaceChildren(...options.map(([label, value]) => new Option(label, value)));
