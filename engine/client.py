@@ -15,8 +15,8 @@ from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.core_loop import CORE_THREAD_NAME, core_process_main, queue_receiver, run_core_guarded
 from engine.errors import EngineDeadError, RequestRejected
-from engine.messages import (AbortRequest, AddRequest, CoreFailed, CoreReady, PauseRequest, Rejected, Shutdown,
-                             StatsUpdate)
+from engine.messages import (AbortRequest, AddRequest, CoreFailed, CoreReady, ExtendText, PauseRequest, Rejected,
+                             Shutdown, StatsUpdate)
 from engine.outputs import AudioChunk, EngineLimits, EngineStats
 from engine.restart_policy import RestartPolicy
 from model.families.base import PromptFrontend, SpeechPrompt
@@ -167,6 +167,11 @@ class EngineClient:
             self._queues.pop(request_id, None)
             if not finished and not self._dead:
                 self._post_if_alive(AbortRequest(request_id))
+
+    def extend_text(self, request_id: str, text_ids: list[int], final: bool = False) -> None:
+        """More of a live request's text (its front end's `live_text_ids`); `final`: the last piece."""
+        if not self._dead and request_id in self._queues:
+            self._post_if_alive(ExtendText(request_id, list(text_ids), final))
 
     def pause(self, request_id: str, paused: bool) -> None:
         """Backpressure: stops (or resumes) generating for a request whose client is behind."""

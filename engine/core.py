@@ -117,6 +117,26 @@ class EngineCore:
         else:
             self.requests.abort(request_id)
 
+    def extend_text(self, request_id: str, text_ids: list[int], final: bool) -> None:
+        """More text of a live request (its prompt's `text_complete` False), read while it speaks;
+        `final`: the last piece. A stream that has read all it was given waits for this, keeping
+        its blocks and taking no step. Unknown or ended ids: no-op. A request that cannot take it
+        ends with an error (queued: refused)."""
+        request = self.requests.get(request_id)
+        if request is not None:
+            if request.finish_reason is None:
+                self.requests.extend_text(request, text_ids, final)
+            return
+        queued = next((r for r in self.admission.queue if r.request_id == request_id), None)
+        if queued is None:
+            return
+        try:
+            self.requests.extend_text(queued, text_ids, final)  # type: ignore[arg-type]
+        except ValueError as exc:
+            self.admission.withdraw(request_id)
+            self.family.release(queued.stream)  # type: ignore[attr-defined]
+            self._refused.append((request_id, RequestRejected(str(exc), "invalid_prompt")))
+
     def set_paused(self, request_id: str, paused: bool) -> None:
         """Backpressure from the API: a paused request keeps its blocks and its place but takes
         no step until resumed (frames it made still decode in steps others need); unknown ids:

@@ -19,8 +19,8 @@ import torch
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.errors import RequestRejected
-from engine.messages import (AbortRequest, AddRequest, CoreFailed, CoreReady, PauseRequest, Rejected, Shutdown,
-                             StatsUpdate)
+from engine.messages import (AbortRequest, AddRequest, CoreFailed, CoreReady, ExtendText, PauseRequest, Rejected,
+                             Shutdown, StatsUpdate)
 
 logger = logging.getLogger("chorus.engine")
 
@@ -71,6 +71,9 @@ class CoreLoop:
             return []
         if isinstance(command, PauseRequest):
             self.core.set_paused(command.request_id, command.paused)
+            return []
+        if isinstance(command, ExtendText):
+            self.core.extend_text(command.request_id, command.text_ids, command.final)
             return []
         if isinstance(command, AddRequest):
             try:

@@ -40,6 +40,15 @@ class PauseRequest:
 
 
 @dataclass(slots=True)
+class ExtendText:
+    """More of a live request's text (ids from its front end's `live_text_ids`); `final`: the last."""
+
+    request_id: str
+    text_ids: list[int]
+    final: bool = False
+
+
+@dataclass(slots=True)
 class Shutdown:
     pass
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -55,13 +55,15 @@ class RequestTable:
 
     @property
     def has_work(self) -> bool:
-        # NOTE: paused requests alone are no work: the loop then waits for a command instead of
-        # spinning through empty steps.
-        return bool(self._aborted) or any(not r.seq.paused or r.finish_reason is not None
-                                          for r in self._requests.values())
+        # NOTE: paused requests and those awaiting their text alone are no work (once the audio
+        # they made is out): the loop then waits for a command instead of spinning through empty
+        # steps.
+        return bool(self._aborted) or any(r.seq.takes_steps or r.finish_reason is not None
+                                          or self.audio.is_draining(r.request_id) for r in self._requests.values())
 
     def generating(self) -> list[Request]:
-        """The requests still generating that take steps (not paused: their clients are behind)."""
+        """The requests still generating, but the paused (their clients are behind); those
+        awaiting their text count: they hold their room and go on when it comes."""
         return [r for r in self._requests.values() if r.finish_reason is None and not r.seq.paused]
 
     def streams_of(self, scheduled: SchedulerOutput) -> dict[str, StreamState]:
@@ -106,6 +108,25 @@ class RequestTable:
         self.audio.discard(request_id)
         request.finish_reason = request.finish_reason or "abort"
         self._aborted.append(request_id)
+
+    def extend_text(self, request: Request, text_ids: Sequence[int], final: bool) -> None:
+        """More live text for a request (started or queued); a request that cannot take it fails."""
+        try:
+            self.family.extend_text(request.stream, text_ids, final)
+        except ValueError as exc:
+            if request.request_id in self._requests:
+                self._fail(request.request_id, exc)
+                return
+            raise
+        self._await_input(request)
+
+    def _await_input(self, request: Request) -> None:
+        """A stream that has read all the live text it was given stops taking steps, and the
+        audio it made leaves now instead of when its listener runs low."""
+        awaiting = self.family.needs_input(request.stream)
+        if awaiting and not request.seq.awaiting_input and request.request_id in self._requests:
+            self.audio.drain(request.request_id)
+        request.seq.awaiting_input = awaiting
 
     def pause(self, request_id: str, paused: bool) -> None:
         request = self._requests.get(request_id)
@@ -158,6 +179,8 @@ class RequestTable:
             self.stats.tokens_generated += 1
             if update.frames is not None:
                 self.audio.push(request.request_id, update.frames)
+            if not update.finished:
+                self._await_input(request)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not end the step
             self._fail(request.request_id, exc)
             return False

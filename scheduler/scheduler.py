@@ -98,8 +98,9 @@ class Scheduler:
         scheduled: set[int] = set()
         # NOTE: decoding streams first, then prompts already admitted and still prefilling, so a
         # prefill chunk can never take the token a running stream needs to stay real-time.
-        # stable: ties by admission; a paused stream (its client behind) takes no step at all
-        by_deadline = sorted((s for s in self.running if not s.paused), key=lambda s: s.deadline)
+        # stable: ties by admission; a paused stream (its client behind) or one awaiting its text
+        # takes no step at all
+        by_deadline = sorted((s for s in self.running if s.takes_steps), key=lambda s: s.deadline)
         decoding = [s for s in by_deadline if not s.is_prefilling]
         prefilling = [s for s in by_deadline if s.is_prefilling]
         skipping = self._far_ahead(decoding, now) if prefilling or self.waiting else []
@@ -204,9 +205,10 @@ class Scheduler:
 
     def _pick_victim(self, scheduled: set[int]) -> Sequence:
         candidates = [s for s in self.running if id(s) not in scheduled]
-        # A paused stream first (its client is far behind: it has audio to spare and needs no
-        # step soon), then the lowest priority (largest value), then the newest arrival.
-        return max(candidates, key=lambda s: (s.paused, s.priority if self._uses_priority else 0, s.arrival_index))
+        # A stream that takes no step first (paused: its client is far behind, it has audio to
+        # spare; or awaiting its text), then the lowest priority (largest value), then the newest.
+        return max(candidates, key=lambda s: (not s.takes_steps, s.priority if self._uses_priority else 0,
+                                              s.arrival_index))
 
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
         self.running.remove(seq)
@@ -220,7 +222,8 @@ class Scheduler:
     def _admit_waiting(self, budget: int, out: SchedulerOutput) -> int:
         # NOTE: a paused sequence (preempted while its client was behind) stays waiting, without
         # holding back those after it: resuming it now would recompute it only to pause it again.
-        waiting = [s for s in self.waiting if not s.paused]
+        # One awaiting its text likewise: its recomputed last position would need that text.
+        waiting = [s for s in self.waiting if s.takes_steps]
         while waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = waiting[0]
             cached = []

@@ -46,6 +46,13 @@ class Sequence:
     # Its client has fallen too far behind the audio already made (backpressure): it keeps its
     # blocks but takes no step until it is resumed.
     paused: bool = False
+    # Its model waits for text that has not arrived (live text read while speaking): it keeps its
+    # blocks but takes no step until the text comes.
+    awaiting_input: bool = False
+
+    @property
+    def takes_steps(self) -> bool:
+        return not (self.paused or self.awaiting_input)
 
     @property
     def deadline(self) -> float:

@@ -63,6 +63,9 @@ class _Stream:
     fed: int = 0
     exact: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     exact_start: int = 0
+    # No frame will come until something outside the engine arrives (live text): everything
+    # decodable leaves now rather than when its listener runs low. New frames end it.
+    draining: bool = False
 
 
 @dataclass(slots=True)
@@ -189,6 +192,7 @@ class StreamingDecoder:
         frames = frames.detach().to(self.codec.frame_dtype)
         stream.frames = frames if stream.frames is None else torch.cat([stream.frames, frames])
         stream.received += frames.shape[0]
+        stream.draining = False
         self._produced += frames.shape[0]
 
     def finish(self, stream_id: Hashable) -> None:
@@ -196,6 +200,17 @@ class StreamingDecoder:
 
     def discard(self, stream_id: Hashable) -> None:
         self._close(stream_id)
+
+    def drain(self, stream_id: Hashable) -> None:
+        """The stream's frames stop until input from outside arrives: its audio leaves as soon as
+        it can be decoded (incremental decoding), not when its listener runs low; unknown ids: no-op."""
+        if (stream := self._streams.get(stream_id)) is not None:
+            stream.draining = True
+
+    def is_draining(self, stream_id: Hashable) -> bool:
+        """Whether the stream is draining and still holds audio it could send."""
+        stream = self._streams.get(stream_id)
+        return stream is not None and stream.draining and stream.received > stream.emitted
 
     def _close(self, stream_id: Hashable) -> None:
         """Forgets the stream (its last chunk left, it failed, or it was discarded) and returns
@@ -300,12 +315,13 @@ class StreamingDecoder:
 
     def _feeds_now(self, stream: _Stream, now: float) -> bool:
         """Whether an open stream is fed this step: from its first audio on (the first chunk is a
-        window of its own), each step while its listener holds at most `feed_slack_seconds`,
-        else once it has a whole piece of new frames."""
+        window of its own), each step while its listener holds at most `feed_slack_seconds` or
+        while it drains, else once it has a whole piece of new frames."""
         slack = stream.listener.slack(now)
         if stream.finished or stream.received == stream.fed or slack is None:
             return False
-        return slack <= self.capacity.feed_slack_seconds or stream.received - stream.fed >= INCREMENTAL_PIECE_FRAMES
+        return (stream.draining or slack <= self.capacity.feed_slack_seconds
+                or stream.received - stream.fed >= INCREMENTAL_PIECE_FRAMES)
 
     def _feed_count(self, stream: _Stream, flush: bool) -> int:
         return stream.received - stream.fed + (self._lag_frames if flush else 0)

@@ -57,6 +57,12 @@ class AudioStage:
     def discard(self, stream_id: Hashable) -> None:
         self.decoder.discard(stream_id)
 
+    def drain(self, stream_id: Hashable) -> None:
+        self.decoder.drain(stream_id)
+
+    def is_draining(self, stream_id: Hashable) -> bool:
+        return self.decoder.is_draining(stream_id)
+
     def seconds_until_free_slot(self) -> float:
         return self.decoder.seconds_until_free_slot()
 

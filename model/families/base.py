@@ -50,6 +50,9 @@ class SpeechPrompt:
     # Every spoken word's place in the audio, in order, when prompt processing fixes it (the
     # family's front end says so by `word_timestamps`); empty otherwise.
     words: tuple[SpokenWord, ...] = ()
+    # False for live text (`PromptFrontend.prepare(live=True)`): more of it comes while the
+    # stream speaks (`SpeechFamily.extend_text`), the last piece marked final.
+    text_complete: bool = True
 
     # NOTE: a prompt crosses to the engine core through a multiprocessing pipe, whose pickler
     # would move a tensor into a /dev/shm segment held open by both processes until both copies
@@ -169,6 +172,17 @@ class SpeechFamily(ABC):
     def release(self, stream: StreamState) -> None:
         """The stream has ended (finished, aborted or failed): drop what the family holds for it."""
 
+    def extend_text(self, stream: StreamState, text_ids: Sequence[int], final: bool) -> None:
+        """More of a live prompt's text (`PromptFrontend.live_text_ids`), read while the stream
+        speaks; `final`: the text ends with it. ValueError for a family, or a stream, that took
+        its whole text in the prompt."""
+        raise ValueError(f"{self.name} takes its whole text in the prompt: it cannot read text while it speaks")
+
+    def needs_input(self, stream: StreamState) -> bool:
+        """Whether the stream's next position waits for text not received yet (a live prompt that
+        has read all it was given): it keeps its blocks and takes no step until `extend_text`."""
+        return False
+
 
 class PromptFrontend(ABC):
     """Text → SpeechPrompt for one model; cheap to load (tokenizer or phonemizer, no weights).
@@ -192,9 +206,16 @@ class PromptFrontend(ABC):
     # to frames, e.g. through a duration model); models that find their timing while
     # generating cannot say where a word falls before its audio exists.
     word_timestamps: bool = False
+    # Whether the model reads text while it speaks: then `prepare(live=True)` makes a prompt of
+    # the text so far, and `live_text_ids` the ids of each later piece (SpeechFamily.extend_text).
+    reads_live_text: bool = False
     # Whether the model speaks in voices cloned from a clip (model/families/cloning.py): then
     # `voice_cloner()` loads its encoders and `prepare(clone=...)` speaks in what they made.
     clones: bool = False
+
+    def live_text_ids(self, text: str) -> list[int]:
+        """The ids of a later piece of a live prompt's text, as `extend_text` takes them."""
+        raise ValueError(f"the model {self.model_name} cannot read text while it speaks")
 
     def voice_cloner(self) -> VoiceCloner:
         """The model's encoders (loaded on the first call; weights, unlike the front end itself).
@@ -216,7 +237,8 @@ class PromptFrontend(ABC):
         voice raises VoiceNotFoundError, a language not in `languages` LanguageNotSupported,
         instructions the checkpoint cannot take (or needs and lacks) BadInstructions. A front end
         that `clones` also takes `clone=` (a ClonedVoice its own cloner made; `voice` is then
-        its id), and refuses another model's with CloneRefused."""
+        its id), and refuses another model's with CloneRefused; one that `reads_live_text` takes
+        `live=True`: `text` is what has arrived so far, the prompt's `text_complete` is False."""
 
     def check_language(self, language: str | None) -> None:
         """Raises LanguageNotSupported unless `language` (None: AUTO_LANGUAGE) is one of `languages`."""

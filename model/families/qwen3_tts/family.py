@@ -133,6 +133,12 @@ class Qwen3Family(SpeechFamily):
                                       [s.depth_sampling for s in streams])
         return torch.cat((first[:, None], rest), dim=1).tolist()
 
+    def extend_text(self, stream: Qwen3Stream, text_ids: Sequence[int], final: bool) -> None:
+        stream.extend_text(list(text_ids), final, self.config.text.tts_eos)
+
+    def needs_input(self, stream: Qwen3Stream) -> bool:
+        return stream.needs_text
+
     def accept(self, stream: Qwen3Stream, output: list[int]) -> FrameUpdate:
         stream.sampling.append(output[0])
         if output[0] in self._stop_ids:

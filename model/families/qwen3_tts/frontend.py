@@ -50,6 +50,7 @@ class Qwen3Frontend(PromptFrontend):
         self.tokenizer = tokenizer
         self.sample_rate = sample_rate
         self.reads_instructions = config.model_type != "base" and config.model_size not in SIZES_WITHOUT_INSTRUCTIONS
+        self.reads_live_text = True  # streaming mode: the talker reads one text id a frame
         for speaker, dialect in config.speaker_dialects.items():
             if dialect and str(dialect).lower() not in config.languages:
                 raise ValueError(f"speaker {speaker!r} speaks dialect {dialect!r}, which has no language id")
@@ -80,7 +81,7 @@ class Qwen3Frontend(PromptFrontend):
 
     def prepare(self, text: str, voice: str, speed: float = 1.0, max_tokens: int | None = None, *,
                 language: str | None = None, instructions: str | None = None,
-                non_streaming: bool = True, clone: ClonedVoice | None = None) -> Qwen3Prompt:
+                non_streaming: bool = True, clone: ClonedVoice | None = None, live: bool = False) -> Qwen3Prompt:
         """A prompt in one of the checkpoint's own voices. `max_tokens` bounds the prompt's
         positions plus the text read while speaking (streaming mode moves text from the first to
         the second; either way it is the text's share of the context). `non_streaming` defaults
@@ -88,9 +89,10 @@ class Qwen3Frontend(PromptFrontend):
         prompt (streaming mode is for text that arrives while the voice speaks). `clone`: a voice
         this checkpoint's cloner made (`voice` is then its id), laid out as `prepare_clone` lays
         it out by default, as the reference's generate_voice_clone does (`non_streaming` is for
-        the checkpoint's own voices)."""
+        the checkpoint's own voices). `live`: `text` is what has arrived so far, read in streaming
+        mode, and the rest follows through the family's `extend_text` (`live_text_ids`)."""
         if clone is not None:
-            return self._prepare_cloned(text, clone, max_tokens, language)
+            return self._prepare_cloned(text, clone, max_tokens, language, live)
         # NOTE: no rate control (speed_range (1, 1)): the API time-stretches.
         instructions = self._effective_instructions(instructions)
         voice_name = self._voice_by_key.get(voice.lower())
@@ -104,16 +106,16 @@ class Qwen3Frontend(PromptFrontend):
             instruction_ids=self.tokenizer.instruction(instructions) if instructions else (),
             language_id=language_id,
             speaker=(self.config.speakers[speaker_key],) if speaker_key else (),
-            non_streaming=non_streaming,
+            non_streaming=non_streaming and not live,
         )
         self._check_length(tracks, max_tokens)
-        return self._prompt(tracks, len(assistant.text), self.model_name, language, speaker=voice_name,
+        return self._prompt(tracks, len(assistant.text), self.model_name, language, live, speaker=voice_name,
                             instructions=instructions)
 
     def prepare_clone(self, text: str, *, speaker_vector: torch.Tensor, reference_text: str | None = None,
                       reference_codes: torch.Tensor | Sequence[Sequence[int]] | None = None,
                       language: str | None = None, non_streaming: bool = False,
-                      max_tokens: int | None = None) -> Qwen3Prompt:
+                      max_tokens: int | None = None, live: bool = False) -> Qwen3Prompt:
         """A base checkpoint's prompt in a cloned voice: x-vector only without a reference clip,
         in-context (the talker continues the clip) with both its transcript and its codes
         [frames, num_code_groups]. `max_tokens` as in `prepare`."""
@@ -122,6 +124,9 @@ class Qwen3Frontend(PromptFrontend):
         if (reference_text is None) != (reference_codes is None):
             raise ValueError("in-context cloning needs both reference_text and reference_codes; give neither "
                              "for x-vector cloning")
+        if live and reference_text is not None:
+            # NOTE: its prompt pairs the text with the reference frames, so it needs the whole text.
+            raise ValueError("an in-context clone reads its text alongside the reference clip: it takes no live text")
         # NOTE: a float32 CPU copy: the prompt crosses to the engine as a numpy array (no bfloat16),
         # and the caller's tensor may change after its digest is taken.
         vector = speaker_vector.detach().to("cpu", torch.float32, copy=True)
@@ -139,15 +144,15 @@ class Qwen3Frontend(PromptFrontend):
             reference = ReferenceClip(self.tokenizer.reference_text(reference_text), [tuple(f) for f in codes.tolist()])
             salt.update(codes.contiguous().numpy().tobytes())
         tracks = build_tracks(self.config, assistant.role, assistant.text, language_id=language_id,
-                              speaker=(SPEAKER_VECTOR,), non_streaming=non_streaming, reference=reference)
+                              speaker=(SPEAKER_VECTOR,), non_streaming=non_streaming and not live, reference=reference)
         # NOTE: the reference clip's positions are the voice's, the same for every request in it
         # (bounded by the voice library's clip limit): `max_tokens` bounds the text's share.
         self._check_length(tracks, max_tokens, 0 if reference is None else len(reference.text_ids) + len(reference.frames))
         return self._prompt(tracks, len(assistant.text), f"{self.model_name}:clone:{salt.hexdigest()}", language,
-                            speaker_vector=vector)
+                            live, speaker_vector=vector)
 
     def _prepare_cloned(self, text: str, clone: ClonedVoice, max_tokens: int | None,
-                        language: str | None) -> Qwen3Prompt:
+                        language: str | None, live: bool) -> Qwen3Prompt:
         if clone.model != self.model_name:
             raise CloneRefused(f"the voice was cloned for the model {clone.model}, not {self.model_name}", param="voice")
         if not self.clones:
@@ -156,7 +161,7 @@ class Qwen3Frontend(PromptFrontend):
         return self.prepare_clone(text, speaker_vector=torch.from_numpy(clone.arrays[VECTOR_ARRAY]),
                                   reference_text=clone.transcript,
                                   reference_codes=None if codes is None else torch.from_numpy(codes),
-                                  language=language, max_tokens=max_tokens)
+                                  language=language, max_tokens=max_tokens, live=live)
 
     def default_sampling(self) -> SamplingParams:
         """The checkpoint's generation_config.json for code 0 (the code predictor's own sampling
@@ -182,8 +187,13 @@ class Qwen3Frontend(PromptFrontend):
         if max_tokens is not None and tokens > max_tokens:
             raise PromptTooLong(tokens, max_tokens)
 
-    def _prompt(self, tracks: Tracks, num_text_tokens: int, cache_salt: str, language: str | None,
+    def _prompt(self, tracks: Tracks, num_text_tokens: int, cache_salt: str, language: str | None, live: bool,
                 **fields) -> Qwen3Prompt:
+        # Live text: the trailing text stops where the text so far does; tts_eos comes with the last piece.
+        trailing = tracks.trailing_ids[:-1] if live else tracks.trailing_ids
         return Qwen3Prompt(token_ids=tracks.keys, cache_salt=cache_salt, num_text_tokens=num_text_tokens,
-                           text_ids=tracks.text_ids, codec=tracks.codec, trailing_ids=tracks.trailing_ids,
-                           language=(language or "auto").lower(), **fields)
+                           text_ids=tracks.text_ids, codec=tracks.codec, trailing_ids=trailing,
+                           language=(language or "auto").lower(), text_complete=not live, **fields)
+
+    def live_text_ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)

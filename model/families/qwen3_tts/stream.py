@@ -24,7 +24,8 @@ def sub_talker_params(params: SamplingParams, defaults: SamplingDefaults) -> Sam
 class Qwen3Stream(StreamState):
     """Invariant: `frames[:num_frames]` are the accepted frames in order ([n, G] codes), and the
     talker's input at position prompt_len + k (k < num_frames) is frame k's embedding plus the
-    text id `trailing_id(k)`. `sampling` sees code 0 only (its repetition penalty, as the
+    text id `trailing_id(k)` (for live text, only once that text has arrived: until then
+    `needs_text`). `sampling` sees code 0 only (its repetition penalty, as the
     reference's, covers the codes 0 generated so far); `depth_sampling` draws codes 1..G-1."""
 
     def __init__(self, prompt: Qwen3Prompt, params: SamplingParams, defaults: SamplingDefaults,
@@ -35,14 +36,31 @@ class Qwen3Stream(StreamState):
         self.depth_sampling = SamplingState(sub_talker_params(params, defaults), (), device=device)
         self.frames = torch.empty(16, num_code_groups, dtype=torch.long)
         self.tts_pad = tts_pad
+        # The text read at decode positions: the prompt's, then (live text) each piece extended.
+        self.trailing = list(prompt.trailing_ids)
+        self.text_complete = prompt.text_complete
 
     @property
     def qwen3_prompt(self) -> Qwen3Prompt:
         return self.prompt  # type: ignore[return-value]
 
     def trailing_id(self, frame: int) -> int:
-        trailing = self.qwen3_prompt.trailing_ids
-        return trailing[frame] if frame < len(trailing) else self.tts_pad
+        if frame >= len(self.trailing) and not self.text_complete:
+            raise RuntimeError(f"frame {frame}'s text has not arrived: the stream should be waiting for it")
+        return self.trailing[frame] if frame < len(self.trailing) else self.tts_pad
+
+    def extend_text(self, text_ids: list[int], final: bool, tts_eos: int) -> None:
+        if self.text_complete:
+            raise ValueError("this stream's text is complete: it was prepared whole, or its last piece came")
+        self.trailing += text_ids
+        if final:
+            self.trailing.append(tts_eos)
+            self.text_complete = True
+
+    @property
+    def needs_text(self) -> bool:
+        """Its next input (frame num_frames - 1's, read with that frame's text) waits for text."""
+        return not self.text_complete and len(self.trailing) < self.num_frames
 
     def append_frame(self, codes: list[int]) -> torch.Tensor:
         if self.num_frames == self.frames.shape[0]:

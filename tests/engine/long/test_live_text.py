@@ -1,0 +1,153 @@
+"""Live text: a Qwen3-TTS request whose text arrives while it speaks (its streaming text track).
+Whatever the text's timing, the stream speaks the codes of its whole text read in streaming mode;
+while it has read all it was given it takes no step and its audio made so far leaves at once."""
+from __future__ import annotations
+
+import pytest
+
+from model.config import ModelConfig
+from model.loader import load_family, load_frontend
+from model.sampling import SamplingParams
+from tests.engine.conftest import core_on_step_clock, drain, engine_config, started, wall_clock_capacity
+
+MODEL = "tiny-random-qwen3"
+GREEDY = SamplingParams(temperature=0.0, max_tokens=40)
+PIECES = ("Hello", " there,", " this is", " text that", " comes in", " while it", " speaks.")
+
+
+@pytest.fixture(scope="module")
+def qwen3(chorus_cache):
+    config = ModelConfig(model=MODEL, device="cpu", dtype="float32")
+    return load_family(config), load_frontend(config)
+
+
+def make_core(family):
+    config = engine_config(MODEL, num_blocks=256, capacity=wall_clock_capacity(), max_num_seqs=8)
+    return core_on_step_clock(config, family, step_cost=0.001, row_cost=0.001)
+
+
+def recorded_codes(family) -> dict[int, list[list[int]]]:
+    """Every stream's frames by stream identity, as the family accepts them."""
+    frames: dict[int, list[list[int]]] = {}
+    accept = family.accept
+
+    def recording(stream, output):
+        update = accept(stream, output)
+        if update.frames is not None:
+            frames.setdefault(id(stream), []).append(list(output))
+        return update
+
+    family.accept = recording
+    return frames
+
+
+def whole_text_codes(family, frontend) -> list[list[int]]:
+    frames = recorded_codes(family)
+    core = make_core(family)
+    core.add_request("whole", frontend.prepare("".join(PIECES), "ryan", non_streaming=False), GREEDY)
+    stream = started(core, "whole").stream
+    drain(core)
+    del family.accept
+    return frames[id(stream)]
+
+
+@pytest.mark.parametrize("gaps", [(0, 0, 0, 0, 0, 0), (3, 1, 5, 0, 2, 9), (12, 12, 12, 12, 12, 12)],
+                         ids=["all-at-once", "uneven", "slower-than-speech"])
+def test_live_text_speaks_the_codes_of_its_whole_text(qwen3, gaps):
+    """Pieces arriving after `gaps` steps each (12: the stream runs out of text and waits): the
+    same codes as the whole text prepared at once in streaming mode, in one engine request."""
+    family, frontend = qwen3
+    first, rest = PIECES[0], PIECES[1:]
+    whole = frontend.prepare("".join(PIECES), "ryan", non_streaming=False)
+    live = frontend.prepare(first, "ryan", live=True)
+    pieces = [frontend.live_text_ids(piece) for piece in rest]
+    # The pieces tokenize as the whole does (each starts at a word): the inputs are the same.
+    assert live.trailing_ids + [i for ids in pieces for i in ids] == whole.trailing_ids[:-1]
+    want = whole_text_codes(family, frontend)
+    frames = recorded_codes(family)
+    core = make_core(family)
+    core.add_request("live", live, GREEDY)
+    stream = started(core, "live").stream
+    waited = 0
+    for gap, ids in zip(gaps, pieces):
+        for _ in range(gap):
+            waited += core.requests.get("live").seq.awaiting_input
+            core.step()
+        core.extend_text("live", ids, final=ids is pieces[-1])
+    drain(core)
+    del family.accept
+    assert frames[id(stream)] == want
+    assert (waited > 0) == (max(gaps) == 12)
+
+
+def test_a_stream_out_of_text_takes_no_step_and_sends_its_audio(qwen3):
+    family, frontend = qwen3
+    core = make_core(family)
+    core.add_request("live", frontend.prepare("Hi", "ryan", live=True), GREEDY)
+    seq = started(core, "live").seq
+    chunks = []
+    while not seq.awaiting_input:
+        chunks += core.step()
+    tokens = seq.num_computed_tokens
+    chunks += drain(core).get("live", [])  # idle once its audio is out: no work until text comes
+    assert not core.has_work and seq.num_computed_tokens == tokens
+    sent = sum(len(c.pcm) for c in chunks)
+    assert sent == seq.num_output_tokens * family.codec.samples_per_frame  # every frame made is heard
+    core.extend_text("live", frontend.live_text_ids(" there."), final=True)
+    assert core.has_work and not seq.awaiting_input
+    chunks = drain(core)["live"]
+    assert chunks[-1].finished and chunks[-1].finish_reason in ("stop", "length")
+    assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+
+
+def test_aborting_a_waiting_stream_frees_it(qwen3):
+    family, frontend = qwen3
+    core = make_core(family)
+    core.add_request("live", frontend.prepare("Hi", "ryan", live=True), GREEDY)
+    seq = started(core, "live").seq
+    while not seq.awaiting_input:
+        core.step()
+    core.abort_request("live")
+    assert drain(core)["live"][-1].finish_reason == "abort"
+    assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+    assert core.audio.decoder.state_pool.num_free == core.audio.decoder.state_pool.num_slots
+
+
+def test_text_for_a_request_that_cannot_take_it(qwen3):
+    """A whole prompt, or a live one after its final piece, takes no more text: the request ends
+    with an error (never the engine); unknown or ended ids are ignored."""
+    family, frontend = qwen3
+    core = make_core(family)
+    core.add_request("whole", frontend.prepare("Hi there.", "ryan"), GREEDY)
+    core.extend_text("whole", [1, 2], final=False)
+    assert core.requests.get("whole").error and "complete" in core.requests.get("whole").error
+    core.extend_text("nobody", [1], final=True)
+    core.add_request("live", frontend.prepare("Hi", "ryan", live=True), GREEDY)
+    core.extend_text("live", frontend.live_text_ids(" there."), final=True)
+    core.extend_text("live", [1], final=True)
+    assert core.requests.get("live").error
+    drain(core)
+    assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+
+
+def test_an_in_context_clone_takes_no_live_text(chorus_cache):
+    from benchmarks.voice_prefix import synthetic_voice
+
+    frontend = load_frontend(ModelConfig(model="tiny-random-qwen3-base"))
+    cloner = frontend.voice_cloner()
+    clip = synthetic_voice(2.0)
+    assert frontend.prepare("Hi", "v", clone=cloner.clone(clip), live=True).text_complete is False
+    with pytest.raises(ValueError, match="no live text"):
+        frontend.prepare("Hi", "v", clone=cloner.clone(clip, "A voice."), live=True)
+
+
+def test_families_that_need_whole_text_refuse_live_text(tiny_model, tiny_frontend):
+    from tests.engine.conftest import engine_config as config_of
+
+    core = core_on_step_clock(config_of(tiny_model), step_cost=0.001, row_cost=0.001)
+    core.add_request("r", tiny_frontend.prepare("Hello there.", tiny_frontend.voices[0]), GREEDY)
+    core.extend_text("r", [1], final=True)
+    assert "whole text" in core.requests.get("r").error
+    assert not tiny_frontend.reads_live_text
+    with pytest.raises(ValueError):
+        tiny_frontend.live_text_ids("more")
