@@ -16,7 +16,7 @@ import torch
 
 from model.backbone import Backbone
 from model.codecs.base import FrameCodec
-from model.families.cloning import CloneRefused, VoiceCloner
+from model.families.cloning import ClonedVoice, CloneRefused, VoiceCloner
 from model.sampling import SamplingParams
 
 # The language a request names when it names none: the model's own choice (Qwen3-TTS detects it
@@ -206,12 +206,15 @@ class PromptFrontend(ABC):
     # to frames, e.g. through a duration model); models that find their timing while
     # generating cannot say where a word falls before its audio exists.
     word_timestamps: bool = False
-    # Whether the model reads text while it speaks: then `prepare(live=True)` makes a prompt of
-    # the text so far, and `live_text_ids` the ids of each later piece (SpeechFamily.extend_text).
-    reads_live_text: bool = False
     # Whether the model speaks in voices cloned from a clip (model/families/cloning.py): then
     # `voice_cloner()` loads its encoders and `prepare(clone=...)` speaks in what they made.
     clones: bool = False
+
+    def takes_live_text(self, clone: ClonedVoice | None = None) -> bool:
+        """Whether the model reads text while it speaks, in this voice: then `prepare(live=True)`
+        makes a prompt of the text so far, and `live_text_ids` the ids of each later piece
+        (SpeechFamily.extend_text). Models that need whole sentences: False."""
+        return False
 
     def live_text_ids(self, text: str) -> list[int]:
         """The ids of a later piece of a live prompt's text, as `extend_text` takes them."""
@@ -237,7 +240,7 @@ class PromptFrontend(ABC):
         voice raises VoiceNotFoundError, a language not in `languages` LanguageNotSupported,
         instructions the checkpoint cannot take (or needs and lacks) BadInstructions. A front end
         that `clones` also takes `clone=` (a ClonedVoice its own cloner made; `voice` is then
-        its id), and refuses another model's with CloneRefused; one that `reads_live_text` takes
+        its id), and refuses another model's with CloneRefused; one that `takes_live_text` takes
         `live=True`: `text` is what has arrived so far, the prompt's `text_complete` is False."""
 
     def check_language(self, language: str | None) -> None:

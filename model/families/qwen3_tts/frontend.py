@@ -50,7 +50,6 @@ class Qwen3Frontend(PromptFrontend):
         self.tokenizer = tokenizer
         self.sample_rate = sample_rate
         self.reads_instructions = config.model_type != "base" and config.model_size not in SIZES_WITHOUT_INSTRUCTIONS
-        self.reads_live_text = True  # streaming mode: the talker reads one text id a frame
         for speaker, dialect in config.speaker_dialects.items():
             if dialect and str(dialect).lower() not in config.languages:
                 raise ValueError(f"speaker {speaker!r} speaks dialect {dialect!r}, which has no language id")
@@ -194,6 +193,11 @@ class Qwen3Frontend(PromptFrontend):
         return Qwen3Prompt(token_ids=tracks.keys, cache_salt=cache_salt, num_text_tokens=num_text_tokens,
                            text_ids=tracks.text_ids, codec=tracks.codec, trailing_ids=trailing,
                            language=(language or "auto").lower(), text_complete=not live, **fields)
+
+    def takes_live_text(self, clone: ClonedVoice | None = None) -> bool:
+        # Streaming mode reads one text id a frame; an in-context clone pairs its text with the
+        # reference frames in the prompt, so it needs the whole text.
+        return clone is None or clone.mode != "in_context"
 
     def live_text_ids(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)

@@ -136,9 +136,11 @@ def test_an_in_context_clone_takes_no_live_text(chorus_cache):
     frontend = load_frontend(ModelConfig(model="tiny-random-qwen3-base"))
     cloner = frontend.voice_cloner()
     clip = synthetic_voice(2.0)
-    assert frontend.prepare("Hi", "v", clone=cloner.clone(clip), live=True).text_complete is False
+    timbre, whole = cloner.clone(clip), cloner.clone(clip, "A voice.")
+    assert frontend.takes_live_text(timbre) and not frontend.takes_live_text(whole)
+    assert frontend.prepare("Hi", "v", clone=timbre, live=True).text_complete is False
     with pytest.raises(ValueError, match="no live text"):
-        frontend.prepare("Hi", "v", clone=cloner.clone(clip, "A voice."), live=True)
+        frontend.prepare("Hi", "v", clone=whole, live=True)
 
 
 def test_families_that_need_whole_text_refuse_live_text(tiny_model, tiny_frontend):
@@ -148,6 +150,6 @@ def test_families_that_need_whole_text_refuse_live_text(tiny_model, tiny_fronten
     core.add_request("r", tiny_frontend.prepare("Hello there.", tiny_frontend.voices[0]), GREEDY)
     core.extend_text("r", [1], final=True)
     assert "whole text" in core.requests.get("r").error
-    assert not tiny_frontend.reads_live_text
+    assert not tiny_frontend.takes_live_text()
     with pytest.raises(ValueError):
         tiny_frontend.live_text_ids("more")
