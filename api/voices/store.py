@@ -79,9 +79,11 @@ class VoiceFolder:
 
     def load(self) -> tuple[list[StoredVoice], list[str]]:
         """Every stored voice, and a line per folder skipped (corrupt, unreadable), which is
-        logged; leftovers of an interrupted write or delete are removed."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        logged; leftovers of an interrupted write or delete are removed. A folder that does not
+        exist holds none (the first write makes it)."""
         voices, skipped = [], []
+        if not self.root.is_dir():
+            return voices, skipped
         for folder in sorted(self.root.iterdir()):
             if folder.name.startswith((_TEMPORARY, _DELETED)):
                 shutil.rmtree(folder, ignore_errors=True)

@@ -103,3 +103,34 @@ def test_say_takes_a_language_and_instructions(chorus_cache, tmp_path, capsys):
         assert (wav.getframerate(), wav.getnframes()) == (8000, 2 * 640)
     assert main(["say", "Hi.", *flags, "--language", "klingon"]) == 2
     assert "language 'klingon'" in capsys.readouterr().err
+
+
+def test_say_speaks_in_a_voice_of_the_library(chorus_cache, tmp_path, capsys):
+    """`chorus say --voice NAME` reads the library `chorus serve` keeps (--voices-dir); a name it
+    does not hold is refused by name."""
+    import time
+    import wave
+
+    import numpy as np
+
+    from api.cli import main
+    from api.voices.store import StoredVoice, VoiceFolder
+    from model.config import ModelConfig
+    from model.loader import load_frontend
+    from tests.api.test_voice_library import GOLDEN
+
+    with np.load(GOLDEN) as golden:
+        clip = golden["base_clip"]
+    cloner = load_frontend(ModelConfig(model="tiny-random-qwen3-base")).voice_cloner()
+    voice = StoredVoice(id="voice_" + "a" * 24, name="Ann", owner=None, model="tiny-random-qwen3-base",
+                        created_at=int(time.time()), seconds=1.5, language=None, description=None,
+                        clone=cloner.clone(clip))
+    VoiceFolder(tmp_path / "voices").write(voice, clip, 24000)
+    out = tmp_path / "say.wav"
+    flags = ["--model", "tiny-random-qwen3-base", "--device", "cpu", "--max-tokens", "2", "--num-kv-blocks", "64",
+             "--num-threads", "1", "-o", str(out), "--voices-dir", str(tmp_path / "voices")]
+    assert main(["say", "Hi.", *flags, "--voice", "ann"]) == 0
+    with wave.open(str(out)) as wav:
+        assert wav.getnframes() == 2 * 640
+    assert main(["say", "Hi.", *flags, "--voice", "Nobody"]) == 2
+    assert "'Nobody'" in capsys.readouterr().err
