@@ -7,10 +7,15 @@ them, and cuts only where whitespace is or where Chinese and Japanese text may b
 (after its full-width punctuation, between two ideographs or kana), except `cut_near` inside a
 single over-long word: so the pieces hold the input's words, each once, in order. A word is a
 run without whitespace, or one ideograph or kana: each takes about as long to say.
+
+A period after an abbreviation that ends no sentence ("Dr.", "e.g.", an initial as in "J. R. R.
+Tolkien") is no sentence end here either: a cut there would make the voice pause inside a name.
 """
 from __future__ import annotations
 
 import re
+
+from model.text.normalize.english import NOT_SENTENCE_ENDS
 
 # Chinese and Japanese script: kana, CJK ideographs (with extension A and compatibility forms).
 _IDEOGRAPHIC = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -22,6 +27,8 @@ CLAUSE = re.compile(r"(?<=[,;:—–])\s+|(?<=[，；：、])\s*")
 # Whitespace, or either side of an ideograph or kana (each is a word of its own).
 WORD = re.compile(f"\\s+|(?<=[{_IDEOGRAPHIC}])(?=\\S)|(?<=\\S)(?=[{_IDEOGRAPHIC}])")
 _BOUNDARIES = (SENTENCE, CLAUSE, WORD)
+_INITIAL = re.compile(r"[A-Z]\.")
+_LONGEST_ABBREVIATION = max(map(len, NOT_SENTENCE_ENDS))
 
 
 class UnspeakableText(ValueError):
@@ -46,7 +53,20 @@ def check_runs(text: str, max_run_chars: int) -> None:
 def _cut_ends(text: str, boundary: re.Pattern) -> list[int]:
     """Where the pieces of `text` at `boundary` end (each boundary's whitespace ends its piece),
     strictly inside the text."""
-    return [match.end() for match in boundary.finditer(text) if 0 < match.end() < len(text)]
+    return [match.end() for match in boundary.finditer(text)
+            if 0 < match.end() < len(text) and not (boundary is SENTENCE and _after_abbreviation(text, match))]
+
+
+def _after_abbreviation(text: str, match: re.Match) -> bool:
+    """Whether a SENTENCE match on one line follows an abbreviation that ends no sentence (a line
+    break cuts regardless). Looks back only as far as the longest such abbreviation."""
+    if "\n" in match.group():
+        return False
+    start = max(0, match.start() - _LONGEST_ABBREVIATION - 1)
+    words = text[start:match.start()].split()
+    word = words[-1] if words else ""
+    whole = start == 0 or len(word) < match.start() - start  # begins inside the window
+    return whole and (word in NOT_SENTENCE_ENDS or _INITIAL.fullmatch(word) is not None)
 
 
 def _word_count(text: str) -> int:

@@ -138,6 +138,20 @@ def test_cut_near_prefers_sentences_then_clauses_then_words():
     assert cut_near("abcdefgh", 3) == ("abc", "defgh")
 
 
+@pytest.mark.parametrize("text, first", [
+    ("Dr. Smith lives on Elm St. near Mr. and Mrs. Lee. Then we go.",
+     "Dr. Smith lives on Elm St. near Mr. and Mrs. Lee."),
+    ("Ms. Ray vs. Acme Inc. on No. 5, e.g. that, i.e. this, etc. Done. Next.",
+     "Ms. Ray vs. Acme Inc. on No. 5, e.g. that, i.e. this, etc. Done."),
+    ("J. R. R. Tolkien wrote it. Next.", "J. R. R. Tolkien wrote it."),
+    ("See Dr.\nSmith", "See Dr."),  # a line break cuts regardless
+    ("The answer was yes. Then more.", "The answer was yes."),
+])
+def test_abbreviations_and_initials_end_no_sentence(text, first):
+    assert plan_texts(text, 30, 1000)[0] == first
+    assert cut_near(text, len(first) + 3)[0] == first
+
+
 CHINESE = "你好，今天天气很好。我们说话吧！这是一个很长的句子，用来测试中文的切分方式。"
 
 

@@ -14,6 +14,7 @@ from model.families.base import PromptTooLong, SpeechPrompt
 from model.families.joe.espeak import Espeak
 from model.families.joe.teacher import HOP_SAMPLES, PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
 from model.families.joe.words import spoken_words
+from model.text import normalize
 
 
 # The most phoneme ids of one teacher run (one sentence, as espeak finds them): its time and
@@ -103,10 +104,13 @@ class TeacherFrontend:
 
     def speech_prompt(self, text: str, speed: float = 1.0, max_phoneme_ids: int | None = None) -> SpeechPrompt:
         """Phoneme ids as the prompt tokens, the prior [T, 192] as per-frame conditioning, and
-        each word's span from the durations. Raises PromptTooLong, before the teacher runs, when
-        the text has more than `max_phoneme_ids` phoneme ids, or one of its sentences more than
-        MAX_RUN_PHONEME_IDS (the caller cuts the text and asks again either way)."""
-        sentences = self.phonemizer.sentences(text)
+        each written word's span from the durations. The text is normalized first ("$3.50" is
+        said "three dollars and fifty cents"; text no rule reads is phonemized as it is). Raises
+        PromptTooLong, before the teacher runs, when the spoken text has more than
+        `max_phoneme_ids` phoneme ids, or one of its sentences more than MAX_RUN_PHONEME_IDS (the
+        caller cuts the text and asks again either way)."""
+        normalized = normalize(text, "english")
+        sentences = self.phonemizer.sentences(normalized.text)
         counts = [len(self.phonemizer.ids(phonemes)) for phonemes in sentences]
         if max_phoneme_ids is not None and sum(counts) > max_phoneme_ids:
             raise PromptTooLong(sum(counts), max_phoneme_ids)
@@ -114,7 +118,7 @@ class TeacherFrontend:
         if max(counts, default=0) > MAX_RUN_PHONEME_IDS:
             raise PromptTooLong(max(counts), MAX_RUN_PHONEME_IDS)
         result = self._run_phonemes(sentences, text, speed)
-        words = spoken_words(text, sentences, result.durations, self.phonemizer.config.phoneme_id_map,
+        words = spoken_words(normalized, sentences, result.durations, self.phonemizer.config.phoneme_id_map,
                              self.phonemizer.word_phonemes, HOP_SAMPLES / self.sample_rate)
         return SpeechPrompt(
             token_ids=result.phoneme_ids.tolist(),

@@ -8,7 +8,8 @@ sentence then belongs to one written word. A word is spoken from the end of what
 pause came before it (so the word space, stress marks and pads in between open it: VITS voices
 start a word's onset there; pocketsphinx placed starts ~40 ms earlier than the first sound's own
 ids) to the pad after its last sound. The durations are the ones the prompt is built from, so
-the spans are exact to a frame.
+the spans are exact to a frame. The text is phonemized as normalized (model/text), and a written
+word spans every spoken word it became ("$3.50": "three dollars and fifty cents").
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from model.families.base import SpokenWord
+from model.text import Normalized
 
 # Phoneme symbols that are no sound of a word: word and clause breaks, punctuation, stress.
 _NOT_SOUNDS = frozenset(" !'(),-.:;?\"ˈˌ")
@@ -80,7 +82,7 @@ def _word_of_each(sounds: list[_Sound], written: list[list[str]]) -> list[int]:
 
 
 def spoken_words(
-    text: str,
+    text: Normalized,
     sentences: Sequence[Sequence[str]],
     durations: np.ndarray,
     id_map: Mapping[str, Sequence[int]],
@@ -88,9 +90,10 @@ def spoken_words(
     frame_seconds: float,
 ) -> tuple[SpokenWord, ...]:
     """The written words of `text` (whitespace-separated, as written) that are spoken, each with
-    its span in seconds. `sentences` are the phonemes the prompt was built from, `durations`
-    the frames of each of its ids, `phonemize_word` one word's phonemes alone."""
-    tokens = text.split()
+    its span in seconds. `sentences` are the phonemes of `text`'s spoken form the prompt was
+    built from, `durations` the frames of each of its ids, `phonemize_word` one word's phonemes
+    alone."""
+    tokens = text.text.split()
     written = [[p for p in phonemize_word(token) if p not in _NOT_SOUNDS and p in id_map] for token in tokens]
     sounds, num_ids = _sounds_of(sentences, id_map)
     if durations.size != num_ids:
@@ -99,11 +102,13 @@ def spoken_words(
         return ()
     ends = np.cumsum(durations)
     starts = ends - durations
+    # Each spoken word's frames [first, stop), keyed by the written word it belongs to.
+    owner = [k for k, (start, stop) in enumerate(text.spans) for _ in range(start, stop)]
     spans: dict[int, tuple[int, int]] = {}
     for sound, word in zip(sounds, _word_of_each(sounds, written)):
-        first, stop = spans.get(word, (int(starts[sound.first]), 0))
-        spans[word] = (first, int(ends[sound.stop - 1]))
+        first, stop = spans.get(owner[word], (int(starts[sound.first]), 0))
+        spans[owner[word]] = (first, int(ends[sound.stop - 1]))
     return tuple(
-        SpokenWord(tokens[i], first * frame_seconds, stop * frame_seconds)
-        for i, (first, stop) in sorted(spans.items())
+        SpokenWord(text.written[k], first * frame_seconds, stop * frame_seconds)
+        for k, (first, stop) in sorted(spans.items())
     )

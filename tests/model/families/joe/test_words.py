@@ -12,6 +12,7 @@ require_voice_packages()
 from model.families.joe.frontend import TeacherFrontend  # noqa: E402
 from model.families.joe.teacher import HOP_SAMPLES  # noqa: E402
 from model.families.joe.words import spoken_words  # noqa: E402
+from model.text import normalize  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -78,5 +79,22 @@ def test_durations_that_do_not_fit_the_phonemes_are_refused(frontend):
     sentences = frontend.phonemizer.sentences(text)
     durations = frontend.run(text).durations
     with pytest.raises(ValueError, match="durations"):
-        spoken_words(text, sentences, durations[:-1], frontend.phonemizer.config.phoneme_id_map,
+        spoken_words(normalize(text), sentences, durations[:-1], frontend.phonemizer.config.phoneme_id_map,
                      frontend.phonemizer.word_phonemes, frame_seconds(frontend))
+
+
+def test_an_entity_is_one_written_word_spanning_all_it_says(frontend):
+    text = "It costs $3.50 today."
+    prompt = frontend.speech_prompt(text)
+    assert [w.word for w in prompt.words] == ["It", "costs", "$3.50", "today."]
+    check_in_order_within(prompt, prompt.num_frames * frame_seconds(frontend))
+    spans = {w.word: w.end - w.start for w in prompt.words}
+    # "three dollars and fifty cents" against "It".
+    assert spans["$3.50"] > 3 * spans["It"]
+    # The prompt says the amount: the phonemes are those of its spoken form.
+    assert prompt.token_ids == frontend.run("It costs three dollars and fifty cents today.").phoneme_ids.tolist()
+
+
+def test_text_without_entities_is_phonemized_as_written(frontend):
+    text = "Please hold while I transfer your call to the billing department."
+    assert frontend.speech_prompt(text).token_ids == frontend.run(text).phoneme_ids.tolist()
