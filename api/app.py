@@ -45,7 +45,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     async def lifespan(app: FastAPI):
         client = EngineClient(config)
         app.state.engine = client
-        app.state.catalog = Catalog(client.frontend)
+        app.state.catalog = Catalog(client.frontend, normalize_by_default=settings.normalize_text)
         app.state.api_keys = api_keys
         app.state.early_refusal = EarlyRefusal(admission_on=config.capacity.admission_on)
         app.state.drain = Drain()

@@ -56,7 +56,7 @@ async def _say(args: argparse.Namespace) -> int:
             catalog = Catalog(client.frontend, library)
             owner = owner_of(args.api_key) if args.api_key else None
             voice = catalog.voice_choice(args.voice or catalog.default_voice, args.language, args.instructions,
-                                         owner=owner)
+                                         owner=owner, normalize=args.normalize)
             synthesis, _ = await start_speech(services, args.text, voice, args.speed, args.seed, args.max_tokens)
         except SpeechError as exc:
             print(f"error: {exc.reason}", file=sys.stderr)
@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--instructions", default=None,
                      help="how to speak, for a model that reads instructions (Qwen3-TTS CustomVoice: optional; "
                           "VoiceDesign: the voice's description, required)")
+    say.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                     help="read the text through the English normalizer first ('$3.50' as 'three dollars and "
+                          "fifty cents'): for models that read raw text (Orpheus, Qwen3-TTS); joe always does")
     say.add_argument("--seed", type=int, default=None)
     say.add_argument("--max-tokens", type=int, default=None, help="the most outputs of each segment")
     say.add_argument("--speed", type=float, default=1.0, help="speaking rate (models with rate control: joe)")

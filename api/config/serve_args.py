@@ -29,6 +29,10 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                              "$XDG_DATA_HOME/chorus/voices, else ~/.local/share/chorus/voices)")
     parser.add_argument("--max-voices-per-owner", type=int, default=ApiSettings().max_voices_per_owner,
                         help="the most voices one API key (or, without keys, the server) may store")
+    parser.add_argument("--normalize-text", action="store_true",
+                        help="normalize the text of requests to a model that reads raw text (Orpheus, Qwen3-TTS: "
+                             "'$3.50' as 'three dollars and fifty cents') unless a request says normalize false; "
+                             "joe always does")
     parser.add_argument("--max-voice-upload-bytes", type=int, default=ApiSettings().max_voice_upload_bytes,
                         help="the largest voice upload (POST /v1/audio/voices) in bytes; larger ones get a 413")
     parser.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
@@ -81,7 +85,8 @@ def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
     return ApiSettings(api_keys=api_keys_from_args(args), prompt_workers=args.prompt_workers,
                        enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds,
                        voices_dir=args.voices_dir, max_voices_per_owner=args.max_voices_per_owner,
-                       max_voice_upload_bytes=args.max_voice_upload_bytes, **limits)
+                       max_voice_upload_bytes=args.max_voice_upload_bytes, normalize_text=args.normalize_text,
+                       **limits)
 
 
 def api_keys_from_args(args: argparse.Namespace) -> tuple[str, ...]:

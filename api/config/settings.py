@@ -29,6 +29,9 @@ class ApiSettings:
     voices_dir: str | None = None
     max_voice_upload_bytes: int = 16 * 1024 * 1024
     max_voices_per_owner: int = 100
+    # Whether requests to a model that reads raw text (Orpheus, Qwen3-TTS) have their text
+    # normalized ("$3.50" → "three dollars and fifty cents") unless they say otherwise.
+    normalize_text: bool = False
     # A request body must arrive within this long (64 KiB in 30 s: 2 KiB/s), or it is a 408.
     body_timeout_seconds: float = 30.0
     default_sample_rate: int = 24000

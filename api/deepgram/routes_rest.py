@@ -34,17 +34,18 @@ def model_uuid(model: str) -> str:
 @router.post("/v1/speak", response_class=StreamingResponse)
 async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | None = None,
                 container: str | None = None, sample_rate: str | None = None, speed: str | None = None,
-                language: str | None = None, instructions: str | None = None):
+                language: str | None = None, instructions: str | None = None, normalize: str | None = None):
     """Deepgram's speak: the text of the JSON body in the voice `model` names, in `encoding`
     (mp3 by default) within `container`, streamed as it is generated. Extensions: the `language`
-    the text is read in and the `instructions` of a model that reads them."""
+    the text is read in, the `instructions` of a model that reads them, and `normalize`."""
     state = request.app.state
     request_id = str(uuid.uuid4())
     arrived = time.monotonic()
     try:
         try:
             text, voice, choice, speed_value = await _validated(request, state, model, encoding, container,
-                                                                sample_rate, speed, language, instructions)
+                                                                sample_rate, speed, language, instructions,
+                                                                normalize)
             synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value))
         except SpeechError as exc:
             raise DeepgramError.of(exc) from exc
@@ -66,7 +67,7 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
 
 
 async def _validated(request: Request, state, model: str, encoding, container, sample_rate, speed, language,
-                     instructions):
+                     instructions, normalize):
     check_ready(state.engine)
     try:
         # Bounded: a deeply nested body is a RecursionError to Python's parser (a 500). One of a
@@ -87,7 +88,18 @@ async def _validated(request: Request, state, model: str, encoding, container, s
         raise DeepgramError(400, "UNKNOWN_MODEL", str(exc)) from None
     except InvalidAudioQuery as exc:
         raise DeepgramError(400, "INVALID_QUERY_PARAMETER", str(exc)) from None
-    return text, state.catalog.voice_choice(voice, language, instructions, owner=owner), choice, parse_speed(speed)
+    voice_choice = state.catalog.voice_choice(voice, language, instructions, owner=owner,
+                                              normalize=parse_flag("normalize", normalize))
+    return text, voice_choice, choice, parse_speed(speed)
+
+
+def parse_flag(name: str, value: str | None) -> bool | None:
+    """A true/false query parameter (None when absent)."""
+    if value is None:
+        return None
+    if value.lower() not in ("true", "false"):
+        raise DeepgramError(400, "INVALID_QUERY_PARAMETER", f"{name} must be true or false; got {quoted(value)}")
+    return value.lower() == "true"
 
 
 def parse_speed(speed: str | None) -> float:

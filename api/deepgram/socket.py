@@ -52,7 +52,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from api.config.settings import ApiSettings
 from api.deepgram.errors import DeepgramError, error_message, turn_refused, warning_message
 from api.deepgram.formats import DEFAULT_SOCKET_ENCODING, SOCKET_ENCODINGS, AudioChoice, InvalidAudioQuery, audio_choice
-from api.deepgram.routes_rest import model_uuid, parse_speed
+from api.deepgram.routes_rest import model_uuid, parse_flag, parse_speed
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
 from api.http.auth import ApiKeys
 from api.http.json_limits import InvalidJson, loads_bounded
@@ -118,7 +118,7 @@ def parse_message(raw: str, max_bytes: int) -> dict:
 async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encoding: str | None = None,
                        sample_rate: str | None = None, speed: str | None = None,
                        timestamps: str | None = None, language: str | None = None,
-                       instructions: str | None = None) -> None:
+                       instructions: str | None = None, normalize: str | None = None) -> None:
     state = websocket.app.state
     request_id = str(uuid.uuid4())
     subprotocol, owner = _authenticated(websocket, state.api_keys)
@@ -127,7 +127,7 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
             raise DeepgramError(401, "INVALID_AUTH", "Invalid credentials.")
         check_ready(state.engine)
         voice = state.catalog.voice_choice(deepgram_voice(model, state.catalog, owner), language, instructions,
-                                           owner=owner)
+                                           owner=owner, normalize=parse_flag("normalize", normalize))
         choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
         speed_value = parse_speed(speed)
         words = state.catalog.asks_word_timestamps(timestamps)

@@ -1,6 +1,6 @@
 """The speech request body: OpenAI's fields and limits, plus documented extensions (the language,
-the sample rate, a seed, word timestamps in the event stream, and the G.711 response formats
-`mulaw` and `alaw`)."""
+the sample rate, a seed, word timestamps in the event stream, text normalization, and the G.711
+response formats `mulaw` and `alaw`)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -43,6 +43,9 @@ class SpeechRequest(BaseModel):
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
     # "word": `speech.audio.timestamps` events among the deltas (stream_format "sse" only).
     timestamps: Literal["none", "word"] = "none"
+    # Read the input through the English normalizer ("$3.50" as "three dollars and fifty cents")
+    # for a model that reads raw text; absent: the server's default (joe always does).
+    normalize: bool | None = Field(default=None, strict=True)
 
     @field_validator("input")
     @classmethod

@@ -67,7 +67,8 @@ async def _start(body: SpeechRequest, state, owner: str | None) -> tuple[Segment
     try:
         check_ready(state.engine)
         state.catalog.resolve_model(body.model)
-        voice = state.catalog.voice_choice(body.voice_name, body.language, body.instructions, owner=owner)
+        voice = state.catalog.voice_choice(body.voice_name, body.language, body.instructions, owner=owner,
+                                           normalize=body.normalize)
         if body.timestamps == "word" and body.stream_format != "sse":
             raise ApiError(400, "timestamps 'word' needs stream_format 'sse' (the timestamps are events beside "
                            "the audio)", "invalid_value", "timestamps")

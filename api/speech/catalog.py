@@ -37,8 +37,12 @@ class Catalog:
     the frontend can prepare, `resolve_language` only languages it reads; anything else is a
     SpeechError naming the parameter."""
 
-    def __init__(self, frontend: PromptFrontend, library: VoiceLibrary | None = None) -> None:
+    def __init__(self, frontend: PromptFrontend, library: VoiceLibrary | None = None,
+                 normalize_by_default: bool = False) -> None:
         self.library = library
+        # Whether a request that says nothing of `normalize` gets it (a model that reads raw text).
+        self.normalize_by_default = normalize_by_default
+        self.always_normalizes = frontend.always_normalizes
         self.model_name = frontend.model_name
         self.voices = tuple(frontend.voices)
         self.languages = tuple(frontend.languages)
@@ -108,22 +112,39 @@ class Catalog:
         return self.library.find(owner, name)
 
     def voice_choice(self, voice: str, language: str | None = None, instructions: str | None = None, *,
-                     owner: str | None = None) -> VoiceChoice:
+                     owner: str | None = None, normalize: bool | None = None) -> VoiceChoice:
         """The request's voice (a served one, an OpenAI alias, or a voice of the library `owner`
-        may use), language (for a stored voice, its own when the request names none) and
-        instructions, each checked (SpeechError naming the parameter); instructions are dropped
-        for a model that does not read them."""
+        may use), language (for a stored voice, its own when the request names none),
+        instructions and text normalization (None: the server's default), each checked
+        (SpeechError naming the parameter); instructions are dropped for a model that does not
+        read them."""
         if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
             raise SpeechError(400, "invalid_value", f"instructions may have at most {MAX_INSTRUCTIONS_CHARS} "
                               f"characters; got {len(instructions)}", param="instructions")
         instructions = instructions if self.reads_instructions else None
         stored = self.stored_voice(voice, owner)
         if stored is None:
-            return VoiceChoice(self.resolve_voice(voice), self.resolve_language(language), instructions)
-        if stored.model != self.model_name:
+            name, clone = self.resolve_voice(voice), None
+        elif stored.model != self.model_name:
             raise SpeechError(400, "invalid_value", f"The voice '{voice}' was cloned for the model '{stored.model}'; "
                               f"this server serves '{self.model_name}'", param="voice")
-        return VoiceChoice(stored.id, self.resolve_language(language or stored.language), instructions, stored.clone)
+        else:
+            name, clone, language = stored.id, stored.clone, language or stored.language
+        resolved = self.resolve_language(language)
+        return VoiceChoice(name, resolved, instructions, clone, self._normalizes(normalize, resolved))
+
+    def _normalizes(self, asked: bool | None, language: str | None) -> bool:
+        """Whether the prompt pool normalizes the text: never for a model that always does itself;
+        for the others as asked, or by the server's default. The normalizer reads English."""
+        if self.always_normalizes:
+            return False
+        wanted = self.normalize_by_default if asked is None else asked
+        if wanted and language not in (None, "english"):
+            if asked:
+                raise SpeechError(400, "unsupported_value", f"normalize reads English text; the request's language "
+                                  f"is '{language}' (leave normalize out, or false)", param="normalize")
+            return False  # the server's default does not apply to other languages
+        return wanted
 
     def asks_word_timestamps(self, timestamps: str | None) -> bool:
         """Whether a request's `timestamps` (absent, "none" or "word") asks for word timestamps;

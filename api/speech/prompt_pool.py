@@ -16,11 +16,17 @@ from api.speech.heap import give_back_memory
 from api.http.metrics import PROMPT_KINDS, PromptPoolMetrics
 from api.speech.voice_choice import VoiceChoice
 from model.families.base import SpeechPrompt
+from model.text import normalize as normalize_text
 
 # prepare(text, voice, speed, max_tokens=..., language=..., instructions=...): a front end's
 # `prepare` (model/families/base.py).
 Prepare = Callable[..., SpeechPrompt]
 FIRST, LATER = PROMPT_KINDS
+
+
+def _prepare_read(prepare: Prepare, text: str, normalize: bool, *args: Any, **kwargs: Any) -> SpeechPrompt:
+    """`prepare` of `text`, read through the English normalizer first when asked (on the worker)."""
+    return prepare(normalize_text(text, "english").text if normalize else text, *args, **kwargs)
 
 
 @dataclass(slots=True, order=True)
@@ -100,8 +106,9 @@ class PromptPool:
         of at most `max_tokens`, for segment `index` of the speech that arrived `arrival`-th;
         `first`: its first audio waits on this one. Cancelling the returned future drops the job."""
         extra = {} if voice.clone is None else {"clone": voice.clone}
-        call = functools.partial(self._prepare, text, voice.name, speed, max_tokens=max_tokens,
-                                 language=voice.language, instructions=voice.instructions, **extra)
+        call = functools.partial(_prepare_read, self._prepare, text, voice.normalize, voice.name, speed,
+                                 max_tokens=max_tokens, language=voice.language, instructions=voice.instructions,
+                                 **extra)
         return self._enqueue(call, FIRST if first else LATER, (0 if first else 1, arrival, index))
 
     def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:

@@ -15,9 +15,11 @@ class VoiceChoice:
     voice whose `clone` this is (the speech keeps it, so deleting the voice does not stop it),
     `language` one of the model's languages in lower case (None: AUTO_LANGUAGE, the model's own
     choice), and `instructions` are None unless the model reads them (a model that does not
-    accepts and ignores them)."""
+    accepts and ignores them); `normalize` is True only for a model that reads raw text, whose
+    text the prompt pool then reads through the English normalizer first (model/text)."""
 
     name: str
     language: str | None = None
     instructions: str | None = None
     clone: ClonedVoice | None = None
+    normalize: bool = False

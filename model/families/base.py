@@ -206,6 +206,10 @@ class PromptFrontend(ABC):
     # to frames, e.g. through a duration model); models that find their timing while
     # generating cannot say where a word falls before its audio exists.
     word_timestamps: bool = False
+    # Whether its prompt is built from normalized text whatever a request asks ("$3.50" said as
+    # "three dollars and fifty cents": model/text), as a phoneme front end's is (joe). For the
+    # others (they read raw text) the API normalizes a request's text when it asks (`normalize`).
+    always_normalizes: bool = False
     # Whether the model speaks in voices cloned from a clip (model/families/cloning.py): then
     # `voice_cloner()` loads its encoders and `prepare(clone=...)` speaks in what they made.
     clones: bool = False

@@ -9,7 +9,7 @@ from api.deepgram.voices import FEMININE, MASCULINE, UnknownModel, deepgram_voic
 
 
 class Frontend:
-    word_timestamps = reads_instructions = clones = False
+    word_timestamps = reads_instructions = clones = always_normalizes = False
     languages = ("auto", "english")
 
     def __init__(self, name: str, voices: tuple[str, ...]) -> None:

@@ -93,7 +93,8 @@ def test_outcomes():
 
 
 class Frontend:
-    model_name, voices, languages, reads_instructions, clones = "m", ("v",), ("auto", "english"), False, False
+    model_name, voices, languages, reads_instructions = "m", ("v",), ("auto", "english"), False
+    clones = always_normalizes = False
 
     def __init__(self, word_timestamps: bool) -> None:
         self.word_timestamps = word_timestamps

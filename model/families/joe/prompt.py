@@ -22,6 +22,7 @@ class JoePromptFrontend(PromptFrontend):
     languages = (AUTO_LANGUAGE, "english")
     speed_range = (0.5, 2.0)
     word_timestamps = True  # the duration model places every phoneme (words.py)
+    always_normalizes = True  # phonemes are made from the normalized text (frontend.py)
 
     def __init__(self, config: StudentConfig, model_name: str = "joe") -> None:
         self.model_name = model_name
