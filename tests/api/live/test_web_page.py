@@ -4,7 +4,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -18,17 +20,20 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def browser():
+# Headless Chromium as the project runs it (the guide's flags), autoplay allowed for the page.
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required")
+
+
+@contextmanager
+def chromium(*extra_flags: str) -> Iterator:
+    """A Chromium driver with FLAGS, `extra_flags` and a fresh profile, quit (and the profile
+    removed) on exit."""
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     profile = tempfile.mkdtemp(prefix="chorus-chromium-")
-    for flag in (
-        "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
-        f"--user-data-dir={profile}",
-    ):
+    for flag in (*FLAGS, *extra_flags, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
     driver = webdriver.Chrome(options=options, service=service)
@@ -37,6 +42,12 @@ def browser():
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def browser():
+    with chromium() as driver:
+        yield driver
 
 
 def audio_seconds_generated(server, auth) -> float:

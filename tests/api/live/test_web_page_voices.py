@@ -4,7 +4,6 @@ mode), a refusal's message, delete; a voice recorded from Chromium's fake microp
 hidden for a model that cannot clone."""
 from __future__ import annotations
 
-import shutil
 import time
 
 import httpx
@@ -15,16 +14,14 @@ from api.app import create_app
 from api.config.settings import ApiSettings
 from tests.api.conftest import API_KEY, LiveServer
 from tests.api.live import test_web_page
-from tests.api.live.test_web_page import CHROMIUM, value
+from tests.api.live.test_web_page import chromium, value
 from tests.api.test_voice_library import BASE, GOLDEN, TWO_FRAMES, wav_bytes
 from tests.engine.conftest import engine_config
 
 pytestmark = test_web_page.pytestmark  # the same skips: no Chromium, no chromedriver
 
-# The page's flags (test_web_page.py), and a fake microphone that grants itself and plays a tone.
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
-         "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream")
+# A fake microphone that grants itself and plays a tone.
+FAKE_MICROPHONE = ("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream")
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
@@ -38,19 +35,10 @@ def base_server(tmp_path_factory, chorus_cache):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser():
     """One Chromium for the module (each test loads the page afresh)."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
-    try:
+    with chromium(*FAKE_MICROPHONE) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
