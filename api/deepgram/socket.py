@@ -40,7 +40,6 @@ open and says what was dropped:
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import time
