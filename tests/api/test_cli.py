@@ -1,7 +1,6 @@
 """`chorus serve` flags that belong to the HTTP layer."""
 from __future__ import annotations
 
-
 from api.cli import build_parser
 
 
