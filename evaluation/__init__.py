@@ -2,7 +2,11 @@
 `sentences.txt` is the intelligibility set (30 English sentences, one per line), never used for
 training (training/joe/make_data.py keeps them out of the teacher data); `paragraphs.txt` holds
 10 short paragraphs of ordinary prose (2-4 sentences each, none of them an eval sentence) that the
-serving benchmark mixes in as longer requests.
+serving benchmark mixes in as longer requests; `entities.tsv` is the text normalization
+development set (issue 31: 44 voice-agent sentences with prices, phone numbers, dates, times,
+units, abbreviations, acronyms, addresses..., each `written<TAB>spoken`, the spoken form written
+out by hand as a person says it, not by the normalizer, and cased and punctuated as the written
+one so that a voice reads both with the same prosody), read by benchmarks/entity_wer.py.
 
 A package of its own, importing only the standard library, so that both `benchmarks` and
 `training` may read it without either importing the other (tests/test_layering.py)."""
@@ -12,6 +16,7 @@ from pathlib import Path
 
 EVAL_SENTENCES = Path(__file__).parent / "sentences.txt"
 PARAGRAPHS = Path(__file__).parent / "paragraphs.txt"
+ENTITY_SENTENCES = Path(__file__).parent / "entities.tsv"
 
 
 def _lines(path: Path) -> list[str]:
@@ -26,3 +31,8 @@ def eval_sentences() -> list[str]:
 def paragraphs() -> list[str]:
     """The serving benchmark's paragraphs, one per line, in file order."""
     return _lines(PARAGRAPHS)
+
+
+def entity_sentences(path: Path = ENTITY_SENTENCES) -> list[tuple[str, str]]:
+    """The normalization development set as (written, spoken) pairs, in file order."""
+    return [tuple(line.split("\t")) for line in _lines(path)]

@@ -54,10 +54,10 @@ def _cut_ends(text: str, boundary: re.Pattern) -> list[int]:
     """Where the pieces of `text` at `boundary` end (each boundary's whitespace ends its piece),
     strictly inside the text."""
     return [match.end() for match in boundary.finditer(text)
-            if 0 < match.end() < len(text) and not (boundary is SENTENCE and _after_abbreviation(text, match))]
+            if 0 < match.end() < len(text) and not (boundary is SENTENCE and after_abbreviation(text, match))]
 
 
-def _after_abbreviation(text: str, match: re.Match) -> bool:
+def after_abbreviation(text: str, match: re.Match) -> bool:
     """Whether a SENTENCE match on one line follows an abbreviation that ends no sentence (a line
     break cuts regardless). Looks back only as far as the longest such abbreviation."""
     if "\n" in match.group():

@@ -2,8 +2,9 @@
 
 A segment is ready at a sentence end; a long sentence is cut at its last clause boundary once
 enough words are buffered, and at a word boundary once even more are; `flush` makes the rest a
-segment. Boundaries are those of api/speech/text_split.py, and a boundary counts only once the
-whitespace after it has arrived (a text that ends in "Dr." may go on "Dr. Smith"). A clause is
+segment. Boundaries are those of api/speech/text_split.py, a period after an abbreviation that
+ends no sentence ("Dr. Smith") included, and a boundary counts only once the whitespace after it
+has arrived (a text that ends in "that." may go on "that.com"). A clause is
 cut while its sentence is still arriving: the speech starts before the sentence is complete, at
 the price that how a long sentence is cut depends on how fast its words came.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 
-from api.speech.text_split import CLAUSE, SENTENCE
+from api.speech.text_split import CLAUSE, SENTENCE, after_abbreviation
 
 # A clause boundary ends a segment only after this many words: "Sure, I can help." stays one
 # sentence, and short clauses keep their prosody; a run-on reply still starts to play.
@@ -55,6 +56,13 @@ def _boundary_after(ending: tuple[str, str]) -> re.Pattern | None:
     return SENTENCE if SENTENCE.search(probe) else CLAUSE if CLAUSE.search(probe) else None
 
 
+def _ends_no_sentence(run: str) -> bool:
+    """Whether the sentence end at the end of `run` (a whole word and the whitespace after it)
+    follows an abbreviation that ends no sentence, by text_split's own rule."""
+    *_, end = SENTENCE.finditer(run)
+    return after_abbreviation(run, end)
+
+
 class TextStream:
     """Buffers text and hands out ready segments. Invariant: the segments handed out (by `add`
     and `flush`), joined with spaces, are the text added, whitespace aside, each word once, in
@@ -88,7 +96,11 @@ class TextStream:
     def open_word(self) -> str:
         """The word at the end of the buffer that may go on in the next piece ("" when the
         buffer ends in whitespace)."""
-        pieces, wanted = [], self._word_chars  # 0 unless the buffer ends in a word
+        return self._buffer_end(self._word_chars)  # 0 unless the buffer ends in a word
+
+    def _buffer_end(self, chars: int) -> str:
+        """The buffer's last `chars` characters."""
+        pieces, wanted = [], chars
         for part in reversed(self._parts):
             if wanted <= 0:
                 break
@@ -132,7 +144,10 @@ class TextStream:
                 self._word(word)
             if not space:
                 continue  # the end of the text
+            begun = self._word_chars - len(word)  # of the word before it, in the buffer before `text`
             boundary = self._space(space)
+            if boundary is SENTENCE and _ends_no_sentence(self._buffer_end(begun) + word + space):
+                boundary = None
             if boundary is SENTENCE:
                 return run.end()
             if boundary is CLAUSE and self._clause is None and self._words >= self.clause_min_words:

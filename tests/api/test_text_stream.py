@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.speech.text_split import split_first
 from api.speech.text_stream import TextStream
 
 REPLY = ("Sure, I can help you with that. Your order shipped on Monday, and it should arrive by "
@@ -71,11 +72,46 @@ def test_any_pieces_give_every_word_once_in_segments_of_at_most_max_words(cuts):
     (["Stop.”", "”", " Next"], ["Stop.””"]),
     (["a ", "\n", "b"], ["a"]),  # whitespace that goes on becomes a line break
     (["sure", ",", " I can ", "help"], ["sure,"]),  # a clause mark in a piece of its own
-    (["Mr", ". ", "Smith"], ["Mr."]),
+    (["Stop", ". ", "Next"], ["Stop."]),  # the end mark in a piece of its own
 ])
 def test_a_boundary_split_across_pieces_is_found(pieces, ready):
     stream = TextStream(max_words=5, clause_min_words=1)
     assert [segment for piece in pieces for segment in stream.add(piece)] == ready
+
+
+def test_dr_smith_streamed_word_by_word_is_not_cut_after_dr():
+    stream = TextStream()
+    ready = [segment for word in "Dr. Smith is here. Please".split(" ") for segment in stream.add(word + " ")]
+    assert ready == ["Dr. Smith is here."]
+
+
+@pytest.mark.parametrize("pieces, ready", [
+    (["Meet me on Main St. ", "at noon. ", "Bye"], ["Meet me on Main St. at noon."]),
+    (["Ask ", "D", "r", ".", " ", "Lee. ", "Bye"], ["Ask Dr. Lee."]),  # the abbreviation across pieces
+    (["Bring snacks, e.g. ", "chips. ", "Bye"], ["Bring snacks, e.g. chips."]),
+    (["I read J. R. R. ", "Tolkien. ", "Bye"], ["I read J. R. R. Tolkien."]),  # initials
+    (["Call Dr.", "\n", "Smith"], ["Call Dr."]),  # a line break cuts regardless
+    (["Call Dr. ", "\n", "Smith"], ["Call Dr."]),  # whitespace that goes on becomes a line break
+    (["I saw Mr. ", "Dr. ", "Who. ", "Bye"], ["I saw Mr. Dr. Who."]),
+    (["It was a dr. ", "Then"], ["It was a dr."]),  # not an abbreviation as written
+])
+def test_a_period_after_an_abbreviation_ends_no_sentence(pieces, ready):
+    stream = TextStream(max_words=30, clause_min_words=12)
+    assert [segment for piece in pieces for segment in stream.add(piece)] == ready
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=60), max_size=20, unique=True))
+def test_the_stream_cuts_sentences_where_text_split_does(cuts):
+    """One rule for both: the sentences the stream hands out are `split_first`'s, in turn."""
+    text = "Dr. Smith met Mr. J. Doe on Elm St. at noon. It went well, e.g. the deal. No more. Bye now."
+    cuts = sorted(cut for cut in cuts if cut < len(text))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    expected, rest = [], text
+    while rest:
+        first, rest = split_first(rest, 30)
+        expected.append(first)
+    assert feed(TextStream(max_words=30), pieces) == expected
 
 
 def test_the_open_word_is_the_word_that_may_go_on():
