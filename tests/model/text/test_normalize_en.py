@@ -62,6 +62,10 @@ CASES = [
     ("No. 10 and No. 12345", "number ten and number one two three four five"),
     ("Springfield, IL 62704", "Springfield, I-L six two seven zero four"),
     ("zip 90210-1234", "zip nine zero two one zero, one two three four"),
+    ("Your order number is 58213.", "Your order number is five eight two one three."),
+    ("ZIP code still 90210 and account 4412", "ZIP code still nine zero two one zero and account four four one two"),
+    ("number 7 and code 42", "number seven and code forty-two"),
+    ("The number of guests is 1500 today.", "The number of guests is one thousand five hundred today."),
     # units
     ("10 km away", "ten kilometers away"),
     ("1 kg and 2kg at 65 mph", "one kilogram and two kilograms at sixty-five miles per hour"),

@@ -1,7 +1,8 @@
 """English numbers said digit by digit, as people read identifiers: phone numbers (groups with a
 pause between them: "five five five, one two three, four five six seven"), numbers after "#" or
-"No." ("order #12345" → "order number one two three four five"), and ZIP codes (after a state's
-code, spelled, or a cue word: "IL 62704" → "I-L six two seven zero four")."""
+"No." ("order #12345" → "order number one two three four five"), ZIP codes after a state's
+code ("IL 62704" → "I-L six two seven zero four"), and identifiers of three digits or more after
+a cue word ("your order number is 58213", "ZIP code still 90210")."""
 from __future__ import annotations
 
 import re
@@ -18,7 +19,13 @@ _AREA_CODE = re.compile(r"\(([0-9]{3})\)")
 _LOCAL = re.compile(r"[0-9]{3}-[0-9]{4}")
 _NUMBERED = re.compile(r"#([0-9]+)")
 _ZIP = re.compile(r"[0-9]{5}(?:-[0-9]{4})?")
-_ZIP_CUES = frozenset(("zip", "zipcode", "postcode", "code"))
+# Words after which a number names something ("your order number is 58213", "ZIP code still
+# 90210"): it is read digit by digit, as people read identifiers; "is", "was"... may come between.
+_IDENTIFIER_CUES = frozenset(("number", "zip", "zipcode", "postcode", "code", "account", "confirmation",
+                              "reference", "tracking", "ticket", "pin", "id", "serial"))
+_LINKING = frozenset(("is", "was", "still", "remains", "reads", "of"))
+# An identifier this short after a cue is read as a number still ("number 7", "code 42").
+_SHORTEST_IDENTIFIER = 3
 US_STATES = frozenset(
     "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ "
     "NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY".split())
@@ -51,6 +58,18 @@ def read_digits(words: Sequence[Word], i: int) -> Reading | None:
         return Reading.each(word.say_abbreviation("number", False), following.say(_identifier(following.core)))
     if word.core in US_STATES and following and _ZIP.fullmatch(following.core):
         return Reading.each(word.say(spell(word.core)), following.say(grouped_digits(following.core)))
-    if _ZIP.fullmatch(word.core) and i > 0 and words[i - 1].core.lower() in _ZIP_CUES:
-        return Reading.each(word.say(grouped_digits(word.core)))
+    if _ZIP.fullmatch(word.core) or (word.core.isascii() and word.core.isdigit()
+                                     and len(word.core) >= _SHORTEST_IDENTIFIER):
+        if _follows_identifier_cue(words, i):
+            return Reading.each(word.say(grouped_digits(word.core)))
     return None
+
+
+def _follows_identifier_cue(words: Sequence[Word], i: int) -> bool:
+    """Whether word i comes right after an identifier's cue word, or after one and a linking
+    word ("number is"), with no punctuation ending the cue."""
+    before = [w for w in words[max(0, i - 2):i]]
+    if before and before[-1].core.lower() in _IDENTIFIER_CUES and not before[-1].trail:
+        return True
+    return (len(before) == 2 and before[-1].core.lower() in _LINKING and not before[-1].trail
+            and before[0].core.lower() in _IDENTIFIER_CUES and not before[0].trail)
