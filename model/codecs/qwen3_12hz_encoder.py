@@ -13,13 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
 from torch import Tensor, nn
 
 from model.codecs.qwen3_12hz_config import Qwen3EncoderConfig
 from model.codecs.qwen3_12hz_encoder_layers import SeanetEncoder, SplitCodebookSearch, downsampler
 from model.codecs.qwen3_12hz_encoder_transformer import EncoderTransformer
-from model.codecs.qwen3_12hz_weights import WEIGHTS_FILE
+from model.codecs.qwen3_12hz_weights import WEIGHTS_FILE, codebook_vectors, read_tensors
 from model.codecs.resample import resample_clip
 
 _PREFIX = "encoder."
@@ -27,7 +26,6 @@ _QUANTIZERS = ("semantic_residual_vector_quantizer", "acoustic_residual_vector_q
 # Mimi keeps each codebook as (embed_sum, cluster_usage, initialized) and divides the first two.
 _CODEBOOK_PARTS = ("embed_sum", "cluster_usage", "initialized")
 _CODEBOOK_KEY = re.compile(r"quantizer\.\w+\.layers\.\d+\.codebook\.")
-_USAGE_EPSILON = 1e-5
 _SHOWN_KEYS = 8  # how many names an error lists
 
 
@@ -66,8 +64,7 @@ def load_encoder(folder: str | Path, device: torch.device | str = "cpu") -> Qwen
     Raises ValueError when the file holds no encoder weights, or not exactly the reference's."""
     folder = Path(folder)
     config = Qwen3EncoderConfig.from_folder(folder)
-    with safe_open(str(folder / WEIGHTS_FILE), framework="pt", device="cpu") as handle:
-        state = {name[len(_PREFIX):]: handle.get_tensor(name) for name in handle.keys() if name.startswith(_PREFIX)}
+    state = read_tensors(folder, _PREFIX)
     if not state:
         raise ValueError(f"{folder / WEIGHTS_FILE} holds no encoder weights (no {_PREFIX}* tensors): this speech "
                          "tokenizer decodes only, so a reference clip cannot be encoded with it")
@@ -90,7 +87,7 @@ def _names(keys: set[str]) -> str:
 
 def _fold_codebooks(state: dict[str, Tensor], network: Qwen3EncoderNetwork) -> dict[str, Tensor]:
     """The checked reference state dict in the network's layout: each quantizer's first `used`
-    codebooks as one `codebooks` tensor of embed_sum / cluster_usage.clamp(min=1e-5), the rest of
+    codebooks as one `codebooks` tensor (codebook_vectors of embed_sum and cluster_usage), the rest of
     the codebooks and the decoding projections dropped."""
     folded = {key: tensor for key, tensor in state.items()
               if not _CODEBOOK_KEY.match(key) and not key.endswith(".output_proj.weight")}
@@ -98,8 +95,7 @@ def _fold_codebooks(state: dict[str, Tensor], network: Qwen3EncoderNetwork) -> d
         used = getattr(network.quantizer, name).codebooks.shape[0]
         layer = f"quantizer.{name}.layers"
         folded[f"quantizer.{name}.codebooks"] = torch.stack([
-            state[f"{layer}.{i}.codebook.embed_sum"].float()
-            / state[f"{layer}.{i}.codebook.cluster_usage"].float().clamp(min=_USAGE_EPSILON)[:, None]
+            codebook_vectors(state[f"{layer}.{i}.codebook.embed_sum"], state[f"{layer}.{i}.codebook.cluster_usage"])
             for i in range(used)])
     return folded
 

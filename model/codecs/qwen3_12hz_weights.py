@@ -53,12 +53,23 @@ def load_decoder(folder: str | Path, device: torch.device | str = "cpu",
     """The decoder of a speech_tokenizer folder (config.json, model.safetensors)."""
     folder = Path(folder)
     config = Qwen3CodecConfig.from_folder(folder)
-    with safe_open(str(folder / WEIGHTS_FILE), framework="pt", device="cpu") as handle:
-        state = {name[len(_PREFIX):]: handle.get_tensor(name) for name in handle.keys() if name.startswith(_PREFIX)}
+    state = read_tensors(folder, _PREFIX)
     with torch.device("meta"):
         decoder = Qwen3CodecDecoder(config)
     decoder.load_state_dict(_fold_codebooks(state), assign=True)
     return decoder.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def read_tensors(folder: Path, prefix: str) -> dict[str, Tensor]:
+    """The weights file's tensors whose names start with `prefix`, by their names without it."""
+    with safe_open(str(folder / WEIGHTS_FILE), framework="pt", device="cpu") as handle:
+        return {name[len(prefix):]: handle.get_tensor(name) for name in handle.keys() if name.startswith(prefix)}
+
+
+def codebook_vectors(embedding_sum: Tensor, cluster_usage: Tensor) -> Tensor:
+    """A codebook's vectors from the reference's stored parts (a running sum of the vectors each
+    code was assigned, and how often), float32."""
+    return embedding_sum.float() / cluster_usage.float().clamp(min=_USAGE_EPSILON)[:, None]
 
 
 def _fold_codebooks(state: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -76,6 +87,5 @@ def _fold_codebooks(state: dict[str, Tensor]) -> dict[str, Tensor]:
         if sorted(parts) != list(range(len(parts))) or any(len(p) != 2 for p in parts.values()):
             raise ValueError(f"{group}: incomplete codebooks in the checkpoint")
         folded[f"{group}.embeddings"] = torch.stack([
-            parts[i]["embedding_sum"] / parts[i]["cluster_usage"].clamp(min=_USAGE_EPSILON)[:, None]
-            for i in range(len(parts))])
+            codebook_vectors(parts[i]["embedding_sum"], parts[i]["cluster_usage"]) for i in range(len(parts))])
     return folded
