@@ -19,7 +19,7 @@ from model.codecs.qwen3_12hz_config import Qwen3EncoderConfig
 from model.codecs.qwen3_12hz_encoder_layers import SeanetEncoder, SplitCodebookSearch, downsampler
 from model.codecs.qwen3_12hz_encoder_transformer import EncoderTransformer
 from model.codecs.qwen3_12hz_weights import WEIGHTS_FILE, codebook_vectors, read_tensors
-from model.codecs.resample import resample_clip
+from model.codecs.resample import encoder_input
 
 _PREFIX = "encoder."
 _QUANTIZERS = ("semantic_residual_vector_quantizer", "acoustic_residual_vector_quantizer")
@@ -124,18 +124,6 @@ class Qwen3Encoder12Hz:
     def encode(self, audio: Tensor | np.ndarray, sample_rate: int) -> Tensor:
         """Mono float samples in [-1, 1] at `sample_rate` (resampled to the encoder's rate when
         it differs) → codes [frames, num_groups] int64, on the CPU."""
-        clip = audio.detach().cpu().numpy() if isinstance(audio, Tensor) else np.asarray(audio)
-        # Integer PCM is refused rather than scaled: its full scale would be a guess.
-        if clip.ndim != 1 or not np.issubdtype(clip.dtype, np.floating):
-            raise ValueError(f"audio must be one mono float channel, got {clip.dtype} of shape {clip.shape}")
-        if not clip.size:
-            raise ValueError("cannot encode empty audio")
-        if not np.isfinite(clip).all():
-            raise ValueError("audio holds NaN or infinite samples")
-        clip = clip.astype(np.float32)
-        if sample_rate != self.sample_rate:
-            clip = resample_clip(clip, sample_rate, self.sample_rate)
-            if not clip.size:
-                raise ValueError(f"audio too short to resample from {sample_rate} Hz to {self.sample_rate} Hz")
+        clip = encoder_input(audio, sample_rate, self.sample_rate)
         codes = self.network(torch.from_numpy(clip).to(self.device)[None, None])
         return codes[0].transpose(0, 1).cpu()

@@ -1,9 +1,27 @@
-"""Whole-clip sample-rate conversion for the encoders that take a user's clip (a codec's encoder,
-a speaker encoder), through FFmpeg's resampler (PyAV)."""
+"""A user's clip as the encoders that take one (a codec's encoder, a speaker encoder) want it:
+checked mono float samples, converted whole to their rate by FFmpeg's resampler (PyAV)."""
 from __future__ import annotations
 
 import av
 import numpy as np
+import torch
+
+
+def encoder_input(audio: torch.Tensor | np.ndarray, sample_rate: int, target_rate: int) -> np.ndarray:
+    """One mono float channel at `sample_rate` → float32 samples at `target_rate`. ValueError for
+    anything else: integer PCM is refused rather than scaled (its full scale would be a guess);
+    float peaks over 1 pass, as the reference lets them (decoders overshoot a little)."""
+    clip = audio.detach().cpu().numpy() if isinstance(audio, torch.Tensor) else np.asarray(audio)
+    if clip.ndim != 1 or not np.issubdtype(clip.dtype, np.floating):
+        raise ValueError(f"audio must be one mono float channel, got {clip.dtype} of shape {clip.shape}")
+    if clip.size == 0:
+        raise ValueError("audio is empty")
+    if not np.isfinite(clip).all():
+        raise ValueError("audio holds NaN or infinite samples")
+    clip = resample_clip(clip.astype(np.float32), sample_rate, target_rate)
+    if clip.size == 0:
+        raise ValueError(f"audio too short to resample from {sample_rate} Hz to {target_rate} Hz")
+    return clip
 
 
 def resample_clip(samples: np.ndarray, source_rate: int, target_rate: int) -> np.ndarray:

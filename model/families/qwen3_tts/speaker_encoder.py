@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from model.codecs.resample import resample_clip
+from model.codecs.resample import encoder_input
 from model.families.qwen3_tts.config import Qwen3TtsConfig
 from model.families.qwen3_tts.speaker_mel import NUM_MELS, SAMPLE_RATE, LogMel, samples_for_frames
 from model.llama.loader import checkpoint_weights
@@ -201,18 +201,7 @@ class SpeakerEncoder:
     @torch.inference_mode()
     def embed(self, audio: torch.Tensor | np.ndarray, sample_rate: int) -> torch.Tensor:
         """A mono float clip in [-1, 1] at any rate → its x-vector [enc_dim], float32, on the CPU."""
-        clip = audio.detach().cpu().numpy() if isinstance(audio, torch.Tensor) else np.asarray(audio)
-        # NOTE: integer PCM is refused rather than scaled (its full scale is a guess); float peaks
-        # over 1 are let through, as the reference does (decoders overshoot a little).
-        if clip.ndim != 1 or not np.issubdtype(clip.dtype, np.floating):
-            raise ValueError(f"audio must be one mono float channel, got {clip.dtype} of shape {clip.shape}")
-        if clip.size == 0:
-            raise ValueError("audio is empty")
-        if not np.isfinite(clip).all():
-            raise ValueError("audio holds NaN or infinite samples")
-        clip = clip.astype(np.float32)
-        if sample_rate != SAMPLE_RATE:
-            clip = resample_clip(clip, sample_rate, SAMPLE_RATE)
+        clip = encoder_input(audio, sample_rate, SAMPLE_RATE)
         if clip.size < self.min_samples:
             raise ValueError(f"audio is too short: the speaker encoder needs {self.min_samples} samples at "
                              f"{SAMPLE_RATE} Hz or more, got {clip.size}")
