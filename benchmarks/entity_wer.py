@@ -6,8 +6,8 @@ For each (written, spoken) pair of evaluation/entities.tsv, `joe` through the en
 process, one request at a time, as benchmarks/intelligibility.py runs it) speaks
   - the entity input: the written sentence, normalized by the voice as it serves (model/text),
   - the written-out input: the spoken form, the same sentence in words,
-  - the entity input, raw: the written sentence with normalization bypassed (`normalize` made
-    the identity for that run), what the voice said before normalization;
+  - the entity input, raw: the written sentence with normalization off (the front end's
+    `normalizes`), what the voice said before normalization;
 pocketsphinx (benchmarks/asr.py) transcribes each, and each transcript is scored against the
 spoken form's words. Issue 31's target: WER of the entity input ≤ WER of the written-out input
 + 5 points. Results go to benchmarks/results/entity-wer-<date>.{json,md}, with every sentence's
@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from unittest.mock import patch
 
 import torch
 
@@ -35,18 +34,11 @@ from engine.client import EngineClient
 from engine.config import EngineConfig
 from evaluation import ENTITY_SENTENCES, entity_sentences
 from model.config import ModelConfig
-from model.families.joe import frontend as joe_frontend
-from model.text import Normalized, normalize
-from model.text.normalize.reader import read
+from model.text import normalize
 
 TARGET_POINTS = 5.0
 # The inputs measured: what each one feeds the voice, from a (written, spoken) pair.
 ENTITY, WRITTEN_OUT, RAW = "entity input (normalized)", "written-out input", "entity input, raw"
-
-
-def _as_written(text: str, language: str = "english") -> Normalized:
-    """`normalize` with no rules: the text as written, each word its own span."""
-    return read(text, ())
 
 
 @dataclass(slots=True)
@@ -73,10 +65,13 @@ async def synthesize_inputs(pairs: list[tuple[str, str]], threads: int, raw: boo
         syntheses = {ENTITY: await engine_sequential(client, written, params),
                      WRITTEN_OUT: await engine_sequential(client, spoken, params)}
         if raw:
-            # NOTE: the client prepares prompts in this process, so the front end's module-level
-            # `normalize` is the one its prompts read through.
-            with patch.object(joe_frontend, "normalize", _as_written):
+            # NOTE: the client prepares prompts in this process, with this front end.
+            teacher = client.frontend.teacher
+            teacher.normalizes = False
+            try:
                 syntheses[RAW] = await engine_sequential(client, written, params)
+            finally:
+                teacher.normalizes = True
     return syntheses
 
 

@@ -1,4 +1,4 @@
 """Text processing ahead of a voice's front end: normalization (what written text says aloud)."""
-from model.text.normalize import LANGUAGES, Normalized, normalize
+from model.text.normalize import LANGUAGES, Normalized, as_written, normalize
 
-__all__ = ["LANGUAGES", "Normalized", "normalize"]
+__all__ = ["LANGUAGES", "Normalized", "as_written", "normalize"]

@@ -14,7 +14,7 @@ from model.families.base import PromptTooLong, SpeechPrompt
 from model.families.joe.espeak import Espeak
 from model.families.joe.teacher import HOP_SAMPLES, PROMPT_CUT, GraphCut, Teacher, TeacherOutput, TeacherScales, voice_config
 from model.families.joe.words import spoken_words
-from model.text import normalize
+from model.text import as_written, normalize
 
 
 # The most phoneme ids of one teacher run (one sentence, as espeak finds them): its time and
@@ -73,6 +73,8 @@ class TeacherFrontend:
         self.phonemizer = Phonemizer()
         self.teacher = Teacher(cut, threads)
         self.sample_rate = int(self.phonemizer.config.sample_rate)
+        # Off only to measure what normalization buys (benchmarks/entity_wer.py's raw input).
+        self.normalizes = True
 
     def run(self, text: str, scales: TeacherScales | None = None) -> TeacherOutput:
         scales = scales or TeacherScales()
@@ -109,7 +111,7 @@ class TeacherFrontend:
         PromptTooLong, before the teacher runs, when the spoken text has more than
         `max_phoneme_ids` phoneme ids, or one of its sentences more than MAX_RUN_PHONEME_IDS (the
         caller cuts the text and asks again either way)."""
-        normalized = normalize(text, "english")
+        normalized = normalize(text, "english") if self.normalizes else as_written(text)
         sentences = self.phonemizer.sentences(normalized.text)
         counts = [len(self.phonemizer.ids(phonemes)) for phonemes in sentences]
         if max_phoneme_ids is not None and sum(counts) > max_phoneme_ids:

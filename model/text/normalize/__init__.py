@@ -22,3 +22,9 @@ def normalize(text: str, language: str = "english") -> Normalized:
     if rules is None:
         raise ValueError(f"no text normalization for {language!r}; there is for {', '.join(LANGUAGES)}")
     return read(text, rules)
+
+
+def as_written(text: str) -> Normalized:
+    """`text` read by no rule: itself, each written word its own span (what a reader that does
+    not normalize says)."""
+    return read(text, ())

@@ -98,3 +98,15 @@ def test_an_entity_is_one_written_word_spanning_all_it_says(frontend):
 def test_text_without_entities_is_phonemized_as_written(frontend):
     text = "Please hold while I transfer your call to the billing department."
     assert frontend.speech_prompt(text).token_ids == frontend.run(text).phoneme_ids.tolist()
+
+
+def test_normalization_can_be_turned_off_to_measure_it(frontend):
+    """benchmarks/entity_wer.py's raw input: with `normalizes` off the text is phonemized as written."""
+    text = "It costs $3.50 today."
+    normalized = frontend.speech_prompt(text).token_ids
+    frontend.normalizes = False
+    try:
+        raw = frontend.speech_prompt(text).token_ids
+    finally:
+        frontend.normalizes = True
+    assert raw == frontend.run(text).phoneme_ids.tolist() and raw != normalized
