@@ -18,7 +18,7 @@ from typing import Callable
 
 from api.voices.clip import ClipRejected, prepare_clip
 from api.voices.store import StoredVoice, VoiceFolder
-from model.families.base import PromptFrontend
+from model.families.base import AUTO_LANGUAGE, LanguageNotSupported, PromptFrontend
 from model.families.cloning import CloneRefused
 
 MAX_NAME_CHARS = 64
@@ -144,12 +144,12 @@ class VoiceLibrary:
         return voice
 
     def _checked_language(self, language: str | None) -> str | None:
-        if language is None or language.lower() == "auto":
-            return None
-        if language.lower() not in self.frontend.languages:
+        try:
+            self.frontend.check_language(language)
+        except LanguageNotSupported as exc:
             raise VoiceRefused(400, "unsupported_value", f"The model '{self.frontend.model_name}' does not read "
-                               f"language '{language}'; it reads {', '.join(self.frontend.languages)}", "language")
-        return language.lower()
+                               f"language '{language}'; it reads {', '.join(exc.available)}", "language") from exc
+        return None if language is None or language.lower() == AUTO_LANGUAGE else language.lower()
 
 
 def _checked_name(name: str) -> str:
