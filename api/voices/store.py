@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from api.speech.audio.encoders import pcm16
 from model.families.cloning import ClonedVoice, CloneMode
 
 logger = logging.getLogger("chorus.api")
@@ -143,12 +144,11 @@ def read_voice(folder: Path) -> StoredVoice:
 
 
 def _write_wav(path: Path, clip: np.ndarray, sample_rate: int) -> None:
-    pcm = (np.clip(clip, -1.0, 1.0) * 32767.0).round().astype("<i2")
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(sample_rate)
-        out.writeframes(pcm.tobytes())
+        out.writeframes(pcm16(clip))
 
 
 def _fsync(path: Path) -> None:
