@@ -107,7 +107,8 @@ class VoiceLibrary:
         key = (owner, name.casefold())
         if key in self._reserved or self.find(owner, name) is not None:
             raise VoiceRefused(409, "voice_exists", f"A voice named '{name}' already exists", "name")
-        if len(self.voices(owner)) + sum(1 for o, _ in self._reserved if o == owner) >= self.limits.max_voices_per_owner:
+        in_progress = sum(1 for reserved_owner, _ in self._reserved if reserved_owner == owner)
+        if len(self.voices(owner)) + in_progress >= self.limits.max_voices_per_owner:
             raise VoiceRefused(429, "too_many_voices", f"At most {self.limits.max_voices_per_owner} voices per key: "
                                "delete one first", "name")
         self._reserved.add(key)
