@@ -6,6 +6,7 @@ the `receive` and `send` callables differ.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import math
 import traceback
@@ -109,11 +110,17 @@ def queue_receiver(inbox: Queue) -> Receive:
     return receive
 
 
-def pipe_receiver(conn: Connection) -> Receive:
+def pipe_receiver(conn: Connection, parent_pid: int | None = None) -> Receive:
+    """Commands from the API process's end of the pipe. With `parent_pid`, a core whose parent
+    has gone (re-parented: getppid changed) is told to shut down, even if some other process
+    still holds the pipe's far end open so that no end-of-file ever comes: a core never
+    outlives the process it serves."""
     def receive(timeout: float | None) -> list:
         items = []
         while conn.poll(timeout if not items else 0):
             items.append(conn.recv())
+        if parent_pid is not None and os.getppid() != parent_pid:
+            items.append(Shutdown())
         return items
 
     return receive
@@ -128,4 +135,4 @@ def core_process_main(config: EngineConfig, conn: Connection) -> None:
     threads = config.core_threads()
     if threads:
         torch.set_num_threads(threads)
-    run_core_guarded(lambda: EngineCore(config), pipe_receiver(conn), conn.send)
+    run_core_guarded(lambda: EngineCore(config), pipe_receiver(conn, os.getppid()), conn.send)

@@ -9,6 +9,7 @@ instance is this module's alone, and no process of it outlives the module.
 from __future__ import annotations
 
 import asyncio
+import glob
 import os
 import signal
 import socket
@@ -65,8 +66,33 @@ def wait_for(condition, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
+            raise AssertionError(f"not within {timeout} s: {what}\n{cluster_state()}")
         time.sleep(0.25)
+
+
+def cluster_state() -> str:
+    """What a failed wait saw: Serve's view of the app, the engine cores (with their parents and
+    states) and the end of the controller's log, so a failure on CI explains itself."""
+    lines = []
+    try:
+        status = serve.status().applications.get(APP_NAME)
+        lines.append(f"app: {status and status.status} {status and status.message!r}")
+        for name, deployment in (status.deployments.items() if status else ()):
+            lines.append(f"deployment {name}: {deployment.status} {dict(deployment.replica_states)} "
+                         f"{deployment.message!r}")
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not hide the failure it explains
+        lines.append(f"serve.status() failed: {exc!r}")
+    for pid in sorted(engine_cores()):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            lines.append(f"engine core {pid}: state {stat[0]}, parent {stat[1]}")
+        except OSError:
+            lines.append(f"engine core {pid}: gone")
+    logs = sorted(glob.glob("/tmp/ray/session_latest/logs/serve/controller_*.log"))
+    if logs:
+        lines.append("controller log (last 25 lines):")
+        lines.extend(line.rstrip()[:300] for line in open(logs[-1]).readlines()[-25:])
+    return "\n".join(lines)
 
 
 @dataclass
@@ -180,7 +206,7 @@ def test_a_replica_killed_mid_stream_ends_its_stream_with_an_error_and_comes_bac
     response = httpx.post(f"{cluster.url}/v1/audio/speech", json=speech(), timeout=60)
     assert response.status_code == 200 and response.headers[REPLICA_HEADER] != replica
     wait_for(lambda: replicas_running(2), 180, "the killed replica replaced")
-    wait_for(lambda: len(engine_cores() - cluster.cores_before) == 2, 60, "only the live replicas' cores left")
+    wait_for(lambda: len(engine_cores() - cluster.cores_before) == 2, 120, "only the live replicas' cores left")
 
 
 def test_each_replicas_series_reach_rays_metrics_with_its_replica_id(cluster):
