@@ -52,7 +52,9 @@ from benchmarks.server_process import chorus_server, free_port
 from benchmarks.throughput import machine_info
 from evaluation import eval_sentences
 
-QUICK = {"storm_requests": 50, "soak_seconds": 20.0, "hostile_read_seconds": 2.0}
+# The smoke test's run: every phase and every case, each as short as still shows its behaviour
+# (the RSS given back is then measured 1 s after a case, not the target's 5 s).
+QUICK = {"storm_requests": 50, "soak_seconds": 20.0, "hostile_read_seconds": 2.0, "hostile_after_seconds": 1.0}
 # The reliability issue's targets.
 TTFA_AFTER_STORM_RATIO, RSS_AFTER_STORM_RATIO = 2.0, 1.10
 TOLD_AFTER_KILL_S, READY_AFTER_KILL_S, RSS_SLOPE_MB_PER_MIN = 1.0, 30.0, 0.5
@@ -257,7 +259,8 @@ def drain(server) -> dict:
 
 def hostile(servers: RestartingServer, args) -> dict:
     """Issue 34's cases, in turn (see the module's docstring)."""
-    part = {"read_seconds": args.hostile_read_seconds, "rss_ceiling_mb": args.hostile_rss_ceiling_mb}
+    part = {"read_seconds": args.hostile_read_seconds, "after_seconds": args.hostile_after_seconds,
+            "rss_ceiling_mb": args.hostile_rss_ceiling_mb}
     part["alone"] = asyncio.run(hostile_alone(servers, args))
     part["together"] = asyncio.run(hostile_together(servers, args))
     part["malformed"] = asyncio.run(malformed_requests(servers.ensure().base_url))
@@ -267,7 +270,7 @@ def hostile(servers: RestartingServer, args) -> dict:
 
 
 async def hostile_alone(servers: RestartingServer, args) -> list[dict]:
-    return [await alone(servers, route, name, text, args.hostile_read_seconds, HOSTILE_RSS_AFTER_S,
+    return [await alone(servers, route, name, text, args.hostile_read_seconds, args.hostile_after_seconds,
                         args.hostile_rss_ceiling_mb)
             for route in ROUTES for name, text in largest_inputs().items()]
 
@@ -388,7 +391,7 @@ def hostile_rows(h: dict) -> list[str]:
         f"| hostile inputs alone (4 of 4,096 characters on {len(ROUTES)} routes, read ≤ {h['read_seconds']:g} s "
         f"after first audio) | {len(alone)} | {sum(failed(r['outcome']) for r in alone)} | "
         f"{_tally([r['outcome'] for r in alone])}; API RSS growth ≤ {worst['growth_mb']:.0f} MB, "
-        f"{HOSTILE_RSS_AFTER_S:g} s after ≤ {after} before; first audio ≤ {_ms(worst['first_audio_s'])}; "
+        f"{h['after_seconds']:g} s after ≤ {after} before; first audio ≤ {_ms(worst['first_audio_s'])}; "
         f"{h['server_starts']} server start(s) |",
         f"| the 4 largest at once + 1 normal request | 5 | {sum(map(failed, t['outcomes'] + [t['normal']]))} | "
         f"{_tally(t['outcomes'])}; /health p50 / p99 / max {health['p50_ms']:.0f} / {health['p99_ms']:.0f} / "
@@ -455,6 +458,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--soak-workers", type=int, default=4)
     parser.add_argument("--hostile-read-seconds", type=float, default=30.0,
                         help="read each hostile input's audio for this long after its first audio, then leave")
+    parser.add_argument("--hostile-after-seconds", type=float, default=HOSTILE_RSS_AFTER_S,
+                        help="how long after each hostile input the API process's RSS is read again")
     parser.add_argument("--hostile-rss-ceiling-mb", type=float, default=2000.0,
                         help="stop the server when a hostile case grows its API process by more than this")
     parser.add_argument("--seed", type=int, default=0)

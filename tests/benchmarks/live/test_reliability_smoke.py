@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.hostile import ROUTES, failed, largest_inputs
+from benchmarks.hostile import IDLE_WAIT_S, ROUTES, failed, largest_inputs
 from benchmarks.reliability import hostile_outcomes, main
 from tests.voice_packages import require_voice_packages
 
 require_voice_packages()
 
 
-# Three `chorus serve --model joe` starts, about 40 s of load and 2 minutes of hostile inputs.
+# Three `chorus serve --model joe` starts, about 40 s of load and a minute of hostile inputs.
 def test_quick_reliability_run(tmp_path, chorus_cache):
     report = main(["--quick", "--out", str(tmp_path)])
     written = json.loads(next(tmp_path.glob("reliability-*.json")).read_text())
     assert written["storm"]["requests"] == report["storm"]["requests"] == 50
     markdown = next(tmp_path.glob("reliability-*.md")).read_text()
     assert "| storm (32 at a time" in markdown and "| hostile inputs alone (4 of 4,096" in markdown
-    assert written["hostile"]["read_seconds"] == 2.0
+    assert written["hostile"]["read_seconds"] == 2.0 and written["hostile"]["after_seconds"] == 1.0
     # The behaviours, with generous bounds on figures (the benchmark reports the exact ones).
     storm = report["storm"]
     assert storm["kv_blocks_after"] == 0 and storm["api_shm_files_after"] == 0
@@ -36,6 +36,8 @@ def test_quick_reliability_run(tmp_path, chorus_cache):
     assert not [outcome for outcome in hostile_outcomes(hostile) if failed(outcome)], hostile["malformed"]
     assert all(r["outcome"] in ("200", "400", "audio") or r["outcome"].startswith("Error") for r in hostile["alone"])
     assert all(r["normal_after"] == "200" for r in hostile["alone"])
+    # Each case began on an idle server: the input before it had let go of the CPU.
+    assert all(r["waited_idle_s"] < IDLE_WAIT_S for r in hostile["alone"])
     assert max(r["rss_growth_mb"] for r in hostile["alone"]) < 300  # measured 66 MB
     assert hostile["together"]["health"]["failures"] == 0 and hostile["together"]["health"]["p99_ms"] < 1000
     assert None not in (hostile["held_sockets"]["never_reading_let_go_s"], hostile["held_sockets"]["idle_closed_s"])
