@@ -1,7 +1,7 @@
-"""English dates: ISO (2026-12-03) and US (12/03/2026) numeric dates, "Dec 3rd[, 2026]" and
-"3 December [2026]", all said the way people say them ("December third, twenty twenty-six",
-"the third of December twenty twenty-six"). A day/month order is used when the first number
-cannot be a month (25/12/2026)."""
+"""English dates: ISO (2026-12-03) and US (12/03/2026, 12-03-2026) numeric dates, "Dec 3rd[,
+2026]" and "3 December [2026]", all said the way people say them ("December third, twenty
+twenty-six", "the third of December twenty twenty-six"). A day/month order is used when the first
+number cannot be a month (25/12/2026)."""
 from __future__ import annotations
 
 import re
@@ -16,7 +16,7 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 _MONTH_NAMES = {name.lower(): name for name in MONTHS} | {
     name[:3].lower(): name for name in MONTHS if name != "May"} | {"sept": "September"}
 _ISO = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-_SLASHED = re.compile(r"([0-9]{1,2})/([0-9]{1,2})/([0-9]{4})")
+_SLASHED = re.compile(r"([0-9]{1,2})([/-])([0-9]{1,2})\2([0-9]{4})")
 _DAY = re.compile(r"([0-9]{1,2})(?:st|nd|rd|th)?")
 _YEAR = re.compile(r"[0-9]{4}")
 
@@ -59,18 +59,16 @@ def read_date(words: Sequence[Word], i: int) -> Reading | None:
         said = _date(int(match[2]), int(match[3]), int(match[1]))
         return None if said is None else Reading.each(word.say(said))
     if match := _SLASHED.fullmatch(word.core):
-        first, second, year_number = map(int, match.groups())
+        first, second, year_number = int(match[1]), int(match[3]), int(match[4])
         said = _date(first, second, year_number) if first <= 12 else _date(second, first, year_number)
         return None if said is None else Reading.each(word.say(said))
     following = words[i + 1] if i + 1 < len(words) else None
     if following is None:
         return None
-    month = _month(word)
-    day = _day(following)
-    if month and day and not word.trail.strip("."):  # "Dec 3rd", "December 3, 2026"
+    # The month first: most words are none, and that is cheaper to see than a day.
+    if (month := _month(word)) and (day := _day(following)) and not word.trail.strip("."):
+        # "Dec 3rd", "December 3, 2026"
         return _with_year(words, i + 1, [_say_month(words, i, month), following.say(ordinal(day))])
-    month = _month(following)
-    day = _day(word)
-    if month and day and not word.trail:  # "3 December 2026"
+    if (month := _month(following)) and (day := _day(word)) and not word.trail:  # "3 December 2026"
         return _with_year(words, i + 1, [word.say(f"the {ordinal(day)} of"), _say_month(words, i + 1, month)])
     return None

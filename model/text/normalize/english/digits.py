@@ -1,8 +1,9 @@
-"""English numbers said digit by digit, as people read identifiers: phone numbers (groups with a
-pause between them: "five five five, one two three, four five six seven"), numbers after "#" or
-"No." ("order #12345" → "order number one two three four five"), ZIP codes after a state's
-code ("IL 62704" → "I-L six two seven zero four"), and identifiers of three digits or more after
-a cue word ("your order number is 58213", "ZIP code still 90210")."""
+"""English numbers said digit by digit, as people read identifiers (phone numbers have a rule of
+their own, phones.py): numbers after "#" or "No." ("order #12345" → "order number one two three
+four five"), ZIP codes after a state's code ("IL 62704" → "I-L six two seven zero four"), ZIP+4
+codes anywhere ("94103-1234" → "nine four one zero three, one two three four": nothing else is
+written so), and identifiers of three digits or more after a cue word ("your order number is
+58213", "ZIP code still 90210")."""
 from __future__ import annotations
 
 import re
@@ -12,13 +13,9 @@ from model.text.normalize.english.letters import spell
 from model.text.normalize.english.numbers import cardinal, digits
 from model.text.normalize.rules import Reading, Word
 
-# With an area code the groups share one separator; a local number alone takes a hyphen (a dot
-# would make it a decimal).
-_PHONE = re.compile(r"(?:\+?[0-9]{1,3}[-.])?[0-9]{3}([-.])[0-9]{3}\1[0-9]{4}")
-_AREA_CODE = re.compile(r"\(([0-9]{3})\)")
-_LOCAL = re.compile(r"[0-9]{3}-[0-9]{4}")
 _NUMBERED = re.compile(r"#([0-9]+)")
 _ZIP = re.compile(r"[0-9]{5}(?:-[0-9]{4})?")
+_ZIP_PLUS_FOUR = re.compile(r"[0-9]{5}-[0-9]{4}")
 # Words after which a number names something ("your order number is 58213", "ZIP code still
 # 90210"): it is read digit by digit, as people read identifiers; "is", "was"... may come between.
 _IDENTIFIER_CUES = frozenset(("number", "zip", "zipcode", "postcode", "code", "account", "confirmation",
@@ -47,10 +44,8 @@ def _identifier(text: str) -> str:
 def read_digits(words: Sequence[Word], i: int) -> Reading | None:
     word = words[i]
     following = words[i + 1] if i + 1 < len(words) else None
-    if _PHONE.fullmatch(word.core) or _LOCAL.fullmatch(word.core):
+    if _ZIP_PLUS_FOUR.fullmatch(word.core):
         return Reading.each(word.say(grouped_digits(word.core)))
-    if (area := _AREA_CODE.fullmatch(word.text)) and following and _LOCAL.fullmatch(following.core):
-        return Reading.each(digits(area[1]) + ",", following.say(grouped_digits(following.core)))
     if match := _NUMBERED.fullmatch(word.core):
         return Reading.each(word.say(f"number {_identifier(match[1])}"))
     if word.core.lower() == "no" and word.trail.startswith(".") and following and following.core.isascii() \

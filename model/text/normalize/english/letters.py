@@ -1,6 +1,8 @@
 """English words in capitals: acronyms said letter by letter ("FBI" → "F-B-I", "ATMs" →
 "A-T-Ms") or as words (NASA, and capitals written for emphasis: "CALL NOW").
 
+Capitals written spelled already ("A-B-C", "U-S-A") are spelled the same way.
+
 The rule: a token of 2-5 capital letters (a plural "s" allowed) is spelled unless it is in
 READ_AS_WORDS or has the shape of English syllables: an onset a word can begin with (one
 consonant or a common cluster), then vowels, with at most two consonants between vowel groups
@@ -27,10 +29,12 @@ _CONSONANT = "[B-DF-HJ-NP-TV-Z]"
 _SYLLABLES = re.compile(f"(?:{'|'.join(_ONSETS)}|{_CONSONANT})"
                         f"(?:{_VOWELS}(?:{_CONSONANT}{{1,2}}{_VOWELS})*{_CONSONANT}{{0,2}}|Y)")
 _CAPITALS = re.compile(r"([A-Z]{2,5})(s?)")
+_SPELLED = re.compile(r"[A-Z](?:-[A-Z])+")
 
 
 def spell(letters: str) -> str:
-    return "-".join(letters)
+    """Letters said one by one ("USA" → "U-S-A-", see the module's note on A)."""
+    return "-".join(letters) + ("-" if letters[-1:] in ("A", "a") else "")
 
 
 def is_acronym(text: str) -> bool:
@@ -44,9 +48,16 @@ def say_capitals(text: str) -> str:
     if not is_acronym(text):
         return text
     letters, plural = _CAPITALS.fullmatch(text).groups()
-    return spell(letters) + plural
+    said = spell(letters)
+    if plural and said.endswith("-"):
+        # After a final A espeak-ng says "-s" as a letter ("N-B-A-s": "... uh ess") and "As" as a
+        # word ("... az"); "A's" is the plural it says right.
+        return said[:-1] + "'s"
+    return said + plural
 
 
 def read_acronym(words: Sequence[Word], i: int) -> Reading | None:
     word = words[i]
+    if _SPELLED.fullmatch(word.core):  # "U-S-A": spelled already, but for its final A
+        return Reading.each(word.say(spell(word.core.replace("-", ""))))
     return Reading.each(word.say(say_capitals(word.core))) if is_acronym(word.core) else None

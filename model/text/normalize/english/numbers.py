@@ -18,7 +18,11 @@ _NUMBER = re.compile(f"({NUMBER})")
 _ORDINAL = re.compile(r"([0-9]+)(?:st|nd|rd|th)")
 _DECADE = re.compile(r"((?:1[0-9]|20)?[0-9]0)'?s")
 _SLASHED = re.compile(r"([0-9]{1,3})/([0-9]{1,3})")
-_YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")
+# A four-digit number that may be a year (other rules decide whether it is one where it stands).
+YEAR = r"1[0-9]{3}|20[0-9]{2}"
+_YEAR = re.compile(YEAR)
+# What every number this rule reads begins with (a sign or a digit).
+_NUMERIC_START = frozenset("0123456789-−")
 _DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # num2words raises beyond ~10^27; past a trillion trillion nobody says the number anyway.
 _LONGEST_SAID = 15
@@ -82,6 +86,8 @@ def _plural(said: str) -> str:
 def read_number(words: Sequence[Word], i: int) -> Reading | None:
     word = words[i]
     core = word.core
+    if core[:1] not in _NUMERIC_START:  # a word: declined without trying each form of a number
+        return None
     if match := _ORDINAL.fullmatch(core):
         return Reading.each(word.say(ordinal(int(match[1]))))
     if match := _DECADE.fullmatch(core):

@@ -29,7 +29,9 @@ UNITS = {
     "MHz": ("megahertz", "megahertz"), "GHz": ("gigahertz", "gigahertz"),
     "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"), "kWh": ("kilowatt hour", "kilowatt hours"),
 }
-_ATTACHED = re.compile(f"({NUMBER}) ?({'|'.join(map(re.escape, sorted(UNITS, key=len, reverse=True)))})")
+# Any written unit, the longest first so that "kWh" is not read as "kW" and an "h".
+UNIT = "|".join(map(re.escape, sorted(UNITS, key=len, reverse=True)))
+_ATTACHED = re.compile(f"({NUMBER}) ?({UNIT})")
 
 
 def _unit(value: str, unit: str) -> str:
