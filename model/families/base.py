@@ -213,6 +213,15 @@ class PromptFrontend(ABC):
     # Whether the model speaks in voices cloned from a clip (model/families/cloning.py): then
     # `voice_cloner()` loads its encoders and `prepare(clone=...)` speaks in what they made.
     clones: bool = False
+    # Whether `prepare` reads phonemes written inline in the text, Piper's way: `[[ h ə l oʊ ]]`
+    # is said as those phonemes (whitespace inside separates words). Such a front end refuses a
+    # run with a symbol it has no id for (PhonemesRefused); the others read `[[` as text.
+    reads_phonemes: bool = False
+
+    def check_phonemes(self, phonemes: str) -> None:
+        """Raises PhonemesRefused unless every symbol of `phonemes` (IPA, as inside `[[ ]]`) is
+        one the model speaks; a model that does not `reads_phonemes` refuses any."""
+        raise PhonemesRefused(f"the model {self.model_name} reads text, not phonemes")
 
     def takes_live_text(self, clone: ClonedVoice | None = None) -> bool:
         """Whether the model reads text while it speaks, in this voice: then `prepare(live=True)`
@@ -272,6 +281,13 @@ class OptionRefused(ValueError):
     """`prepare` cannot honour one of a request's options for this model; `param` names it."""
 
     param: str
+
+
+class PhonemesRefused(OptionRefused):
+    """Phonemes given inline (`[[ ]]`), in SSML's `phoneme` or in a pronunciation that the model
+    cannot say: a symbol it has no id for, or a model that reads no phonemes at all."""
+
+    param = "input"
 
 
 class LanguageNotSupported(OptionRefused):

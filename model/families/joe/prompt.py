@@ -17,12 +17,15 @@ class JoePromptFrontend(PromptFrontend):
     """Builds `phoneme ids + [step slot]` with the prior [T, 192] as conditioning. Speaking rate
     goes through the duration model (a faster request has fewer frames, the same pitch) within
     `speed_range`: every phoneme keeps at least one frame, so beyond about 2x only a
-    time-stretch (the API's) can go faster. English only; instructions are accepted and ignored."""
+    time-stretch (the API's) can go faster. English only; instructions are accepted and ignored.
+    Phonemes written inline (`[[ təmˈeɪɾoʊ ]]`, espeak-ng's IPA) are said as written
+    (frontend.py's InlineReading)."""
 
     languages = (AUTO_LANGUAGE, "english")
     speed_range = (0.5, 2.0)
     word_timestamps = True  # the duration model places every phoneme (words.py)
     always_normalizes = True  # phonemes are made from the normalized text (frontend.py)
+    reads_phonemes = True  # Piper's `[[ ]]`: the voice's own phoneme ids, whatever espeak would say
 
     def __init__(self, config: StudentConfig, model_name: str = "joe") -> None:
         self.model_name = model_name
@@ -53,6 +56,9 @@ class JoePromptFrontend(PromptFrontend):
         # The step slot's input depends on the prior, which the phonemes fix up to the length scale.
         prompt.cache_salt = f"{self.model_name}:speed={speed!r}"
         return prompt
+
+    def check_phonemes(self, phonemes: str) -> None:
+        self.teacher.phonemizer.inline_words(phonemes)
 
     def expected_outputs(self, prompt: SpeechPrompt) -> int | None:
         return math.ceil(prompt.num_frames / self.config.frames_per_step)

@@ -10,6 +10,12 @@ start a word's onset there; pocketsphinx placed starts ~40 ms earlier than the f
 ids) to the pad after its last sound. The durations are the ones the prompt is built from, so
 the spans are exact to a frame. The text is phonemized as normalized (model/text), and a written
 word spans every spoken word it became ("$3.50": "three dollars and fifty cents").
+
+Phonemes written inline (`[[ təmˈeɪɾoʊ ]]`, frontend.py) are one written word each, the run as
+written, brackets and all: a run of several phoneme words (`[[ hɛlˈoʊ wˈɜːld ]]`) spans them all,
+as an entry the normalizer read as a whole does. Its phoneme words are its spoken words, whose
+sounds are the run's own symbols (nothing is phonemized for them); punctuation that the front end
+took from right after the run into its sentence belongs to no written word, being no sound.
 """
 from __future__ import annotations
 
@@ -26,6 +32,28 @@ from model.text import Normalized
 _NOT_SOUNDS = frozenset(" !'(),-.:;?\"ˈˌ")
 # Of those, the ones that belong to the word after them (punctuation is a pause of its own).
 _SILENT = frozenset(" ˈˌ")
+
+
+@dataclass(frozen=True, slots=True)
+class PhonemeRun:
+    """Phonemes written inline in a text (`[[ ... ]]`). Invariant: `written` is the run as the text
+    has it, brackets included; `words` are the phoneme words inside it (whitespace parted them),
+    at least one, each a non-empty tuple of symbols the voice has ids for."""
+
+    written: str
+    words: tuple[tuple[str, ...], ...]
+
+    @property
+    def phonemes(self) -> list[str]:
+        """The run as a sentence takes it: its words, the word separator between them."""
+        phonemes = list(self.words[0])
+        for word in self.words[1:]:
+            phonemes += [" ", *word]
+        return phonemes
+
+
+# A text as its words were written: normalized text, or pieces of it with phoneme runs between.
+Written = Normalized | Sequence[Normalized | PhonemeRun]
 
 
 @dataclass(slots=True)
@@ -81,20 +109,42 @@ def _word_of_each(sounds: list[_Sound], written: list[list[str]]) -> list[int]:
     return labels  # type: ignore[return-value]
 
 
+def _written_words(
+    text: Written,
+    id_map: Mapping[str, Sequence[int]],
+    phonemize_word: Callable[[str], list[str]],
+) -> tuple[list[str], list[int], list[list[str]]]:
+    """The written words of `text`; for each of its spoken words in order, the index of the
+    written word it belongs to and the sounds it is expected to have."""
+    words: list[str] = []
+    owners: list[int] = []
+    sounds: list[list[str]] = []
+    for piece in (text,) if isinstance(text, Normalized) else text:
+        if isinstance(piece, PhonemeRun):
+            owners += [len(words)] * len(piece.words)
+            sounds += [[p for p in word if p not in _NOT_SOUNDS] for word in piece.words]
+            words.append(piece.written)
+            continue
+        owners += [len(words) + k for k, (start, stop) in enumerate(piece.spans) for _ in range(start, stop)]
+        sounds += [[p for p in phonemize_word(token) if p not in _NOT_SOUNDS and p in id_map]
+                   for token in piece.text.split()]
+        words += piece.written
+    return words, owners, sounds
+
+
 def spoken_words(
-    text: Normalized,
+    text: Written,
     sentences: Sequence[Sequence[str]],
     durations: np.ndarray,
     id_map: Mapping[str, Sequence[int]],
     phonemize_word: Callable[[str], list[str]],
     frame_seconds: float,
 ) -> tuple[SpokenWord, ...]:
-    """The written words of `text` (whitespace-separated, as written) that are spoken, each with
-    its span in seconds. `sentences` are the phonemes of `text`'s spoken form the prompt was
-    built from, `durations` the frames of each of its ids, `phonemize_word` one word's phonemes
-    alone."""
-    tokens = text.text.split()
-    written = [[p for p in phonemize_word(token) if p not in _NOT_SOUNDS and p in id_map] for token in tokens]
+    """The written words of `text` (whitespace-separated, as written; a phoneme run as written)
+    that are spoken, each with its span in seconds. `sentences` are the phonemes of `text`'s
+    spoken form the prompt was built from, `durations` the frames of each of its ids,
+    `phonemize_word` one word's phonemes alone."""
+    words, owner, written = _written_words(text, id_map, phonemize_word)
     sounds, num_ids = _sounds_of(sentences, id_map)
     if durations.size != num_ids:
         raise ValueError(f"{durations.size} durations for a prompt of {num_ids} ids")
@@ -103,12 +153,11 @@ def spoken_words(
     ends = np.cumsum(durations)
     starts = ends - durations
     # Each spoken word's frames [first, stop), keyed by the written word it belongs to.
-    owner = [k for k, (start, stop) in enumerate(text.spans) for _ in range(start, stop)]
     spans: dict[int, tuple[int, int]] = {}
     for sound, word in zip(sounds, _word_of_each(sounds, written)):
         first, stop = spans.get(owner[word], (int(starts[sound.first]), 0))
         spans[owner[word]] = (first, int(ends[sound.stop - 1]))
     return tuple(
-        SpokenWord(text.written[k], first * frame_seconds, stop * frame_seconds)
+        SpokenWord(words[k], first * frame_seconds, stop * frame_seconds)
         for k, (first, stop) in sorted(spans.items())
     )
