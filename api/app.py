@@ -24,6 +24,7 @@ from api.openai import catalog_routes, speech_routes, voice_routes
 from api.openai.errors import install_error_handlers
 from api.speech.catalog import Catalog
 from api.speech.early_refusal import EarlyRefusal
+from api.speech.markup import server_lexicon
 from api.speech.planning import SegmentPlanner
 from api.speech.prompt_pool import PromptPool
 from api.voices.library import LibraryLimits, VoiceLibrary
@@ -51,6 +52,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         app.state.drain = Drain()
         app.state.metrics = ApiMetrics(lambda: client.stats, lambda: app.state.early_refusal.refused,
                                        lambda: client.restarts)
+        # Checked against the model before the engine starts: a bad file stops the server at once.
+        app.state.lexicon = server_lexicon(settings.lexicon, client.frontend)
         await client.start()
         give_up = asyncio.create_task(_exit_when_the_engine_gives_up(app, client))
         try:

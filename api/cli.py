@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from api.config.engine_args import add_engine_args, engine_config_from_args
-from api.config.serve_args import add_prompt_args, add_serve_args, default_voices_dir, serve_settings_from_args
+from api.config.serve_args import (add_lexicon_arg, add_prompt_args, add_serve_args, default_voices_dir,
+                                  serve_settings_from_args)
 from api.config.settings import ApiSettings
 from api.http.auth import owner_of
 from api.http.draining import Drain
@@ -24,6 +25,7 @@ from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
 from api.speech.catalog import Catalog
 from api.speech.early_refusal import EarlyRefusal
 from api.speech.errors import ENGINE_DEAD, UNSPEAKABLE, SpeechError
+from api.speech.markup import server_lexicon
 from api.speech.planning import SegmentPlanner
 from api.speech.prompt_pool import PromptPool
 from api.speech.start import start_speech
@@ -48,8 +50,14 @@ async def _say(args: argparse.Namespace) -> int:
             return 2
         # One speech on an engine of its own: no drain ever refuses it, nor does early refusal
         # (admission off, as the engine would admit it).
+        try:
+            lexicon = server_lexicon(args.lexicon, client.frontend)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         services = SimpleNamespace(engine=client, planner=SegmentPlanner(pool, client.frontend, settings, client.limits),
-                                   settings=settings, drain=Drain(), early_refusal=EarlyRefusal(admission_on=False))
+                                   settings=settings, drain=Drain(), early_refusal=EarlyRefusal(admission_on=False),
+                                   lexicon=lexicon)
         started = time.monotonic()
         try:
             library = VoiceLibrary.open(Path(args.voices_dir).expanduser(), client.frontend, pool.run)
@@ -124,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                      help="read the text through the English normalizer first ('$3.50' as 'three dollars and "
                           "fifty cents'): for models that read raw text (Orpheus, Qwen3-TTS); joe always does")
+    add_lexicon_arg(say)
     say.add_argument("--seed", type=int, default=None)
     say.add_argument("--max-tokens", type=int, default=None, help="the most outputs of each segment")
     say.add_argument("--speed", type=float, default=1.0, help="speaking rate (models with rate control: joe)")

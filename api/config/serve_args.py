@@ -33,6 +33,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
                         help="normalize the text of requests to a model that reads raw text (Orpheus, Qwen3-TTS: "
                              "'$3.50' as 'three dollars and fifty cents') unless a request says normalize false; "
                              "joe always does")
+    add_lexicon_arg(parser)
     parser.add_argument("--max-voice-upload-bytes", type=int, default=ApiSettings().max_voice_upload_bytes,
                         help="the largest voice upload (POST /v1/audio/voices) in bytes; larger ones get a 413")
     parser.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
@@ -86,7 +87,7 @@ def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
                        enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds,
                        voices_dir=args.voices_dir, max_voices_per_owner=args.max_voices_per_owner,
                        max_voice_upload_bytes=args.max_voice_upload_bytes, normalize_text=args.normalize_text,
-                       **limits)
+                       lexicon=args.lexicon, **limits)
 
 
 def api_keys_from_args(args: argparse.Namespace) -> tuple[str, ...]:
@@ -96,6 +97,12 @@ def api_keys_from_args(args: argparse.Namespace) -> tuple[str, ...]:
         lines = args.api_keys_file.read_text().splitlines()
         keys += [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     return tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+
+
+def add_lexicon_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lexicon", default=None,
+                        help="a pronunciation lexicon for every request: a JSON array of {\"word\", \"phonemes\" (IPA) "
+                             "or \"say_as\" (a respelling)}, as a request's `pronunciations` (docs/api.md)")
 
 
 def default_voices_dir() -> Path:

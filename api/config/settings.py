@@ -32,6 +32,9 @@ class ApiSettings:
     # Whether requests to a model that reads raw text (Orpheus, Qwen3-TTS) have their text
     # normalized ("$3.50" → "three dollars and fifty cents") unless they say otherwise.
     normalize_text: bool = False
+    # A pronunciation lexicon file (model/text/lexicon.py: word → phonemes or a respelling) applied
+    # to every request, under each request's own `pronunciations`; None: none.
+    lexicon: str | None = None
     # A request body must arrive within this long (64 KiB in 30 s: 2 KiB/s), or it is a 408.
     body_timeout_seconds: float = 30.0
     default_sample_rate: int = 24000

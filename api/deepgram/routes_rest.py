@@ -18,6 +18,7 @@ from api.http.quoting import quoted
 from api.openai.schemas import MAX_INPUT_CHARS
 from api.speech.audio.pipeline import AudioPipeline
 from api.speech.errors import SpeechError, outcome_of
+from api.speech.markup import pronunciations_in_force
 from api.speech.start import check_ready, start_speech
 from api.speech.streaming import encoded_audio
 
@@ -37,16 +38,18 @@ async def speak(request: Request, model: str = DEFAULT_MODEL, encoding: str | No
                 language: str | None = None, instructions: str | None = None, normalize: str | None = None):
     """Deepgram's speak: the text of the JSON body in the voice `model` names, in `encoding`
     (mp3 by default) within `container`, streamed as it is generated. Extensions: the `language`
-    the text is read in, the `instructions` of a model that reads them, and `normalize`."""
+    the text is read in, the `instructions` of a model that reads them, `normalize`, the body's
+    `pronunciations` (as OpenAI's route takes them), and SSML text (`<speak>...`)."""
     state = request.app.state
     request_id = str(uuid.uuid4())
     arrived = time.monotonic()
     try:
         try:
-            text, voice, choice, speed_value = await _validated(request, state, model, encoding, container,
-                                                                sample_rate, speed, language, instructions,
-                                                                normalize)
-            synthesis, model_speed = await unless_client_leaves(request, start_speech(state, text, voice, speed_value))
+            text, voice, choice, speed_value, lexicon = await _validated(request, state, model, encoding, container,
+                                                                         sample_rate, speed, language, instructions,
+                                                                         normalize)
+            synthesis, model_speed = await unless_client_leaves(
+                request, start_speech(state, text, voice, speed_value, lexicon=lexicon))
         except SpeechError as exc:
             raise DeepgramError.of(exc) from exc
     except DeepgramError as exc:
@@ -90,7 +93,12 @@ async def _validated(request: Request, state, model: str, encoding, container, s
         raise DeepgramError(400, "INVALID_QUERY_PARAMETER", str(exc)) from None
     voice_choice = state.catalog.voice_choice(voice, language, instructions, owner=owner,
                                               normalize=parse_flag("normalize", normalize))
-    return text, voice_choice, choice, parse_speed(speed)
+    entries = body.get("pronunciations")
+    if entries is not None and not isinstance(entries, list):
+        raise DeepgramError(400, "INVALID_PRONUNCIATIONS", "The body's 'pronunciations' must be a list of "
+                            "{\"word\", \"phonemes\" | \"say_as\"} objects")
+    lexicon = pronunciations_in_force(state.lexicon, entries, state.engine.frontend)
+    return text, voice_choice, choice, parse_speed(speed), lexicon
 
 
 def parse_flag(name: str, value: str | None) -> bool | None:

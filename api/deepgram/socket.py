@@ -14,7 +14,9 @@ a step) and no frame of their audio leaves after the Clear is read. Asked for
 (`timestamps=word`, an extension), each audio message is followed by a `Timestamps` message
 with the words whose audio it starts, timed in seconds of all the audio the connection has sent.
 The `language` and `instructions` query parameters (extensions, as on the REST route) hold for
-every turn.
+every turn. A Speak whose text is a whole SSML document (`<speak>...</speak>`, api/speech/markup.py)
+joins the turn as its parts, after the text buffered before it; a Speak's `pronunciations`
+(an extension: the entries OpenAI's route takes) hold for the rest of the connection.
 
 Limits (api/config/settings.py), each answered in Deepgram's protocol; an Error leaves the connection
 open and says what was dropped:
@@ -58,7 +60,8 @@ from api.http.json_limits import InvalidJson, loads_bounded
 from api.http.quoting import quoted
 from api.speech.audio.pipeline import AudioPipeline
 from api.speech.errors import STREAM_FAILURES, SpeechError
-from api.speech.planning import SpeechSegments
+from api.speech.markup import pronunciations_in_force, speech_parts
+from api.speech.planning import PlannedText, SpeechSegments
 from api.speech.start import check_ready, start_synthesis
 from api.speech.synthesis import SegmentedSynthesis
 from api.speech.text_split import UncuttableText, check_runs
@@ -66,6 +69,8 @@ from api.speech.text_stream import TextStream
 from api.speech.word_timeline import word_events
 from api.speech.voice_choice import VoiceChoice
 from model.families.base import SpokenWord
+from model.text.lexicon import Lexicon
+from model.text.ssml import is_ssml
 
 logger = logging.getLogger("chorus.api")
 router = APIRouter()
@@ -182,7 +187,7 @@ class Turn:
         self.synthesis: SegmentedSynthesis | None = None
         self.task = asyncio.create_task(self._run(ahead, previous))
 
-    def extend(self, texts: list[str]) -> None:
+    def extend(self, texts: list[str | PlannedText]) -> None:
         self.segments.extend(texts)
 
     def finish(self, flush_id: int | None) -> None:
@@ -305,6 +310,8 @@ class SpeakSession:
         self._plays_until = 0.0
         self._active_at = time.monotonic()  # the last client message or send
         self.text = TextStream(max_words=self.settings.first_segment_max_words)
+        # The pronunciations in force: the server's lexicon, then each Speak's `pronunciations`.
+        self.lexicon: Lexicon = state.lexicon
         self.turn_chars = 0  # the text of the turn so far (since the last Flush or Clear)
         self.turn: Turn | None = None  # the turn text goes to
         self.last: asyncio.Task | None = None  # the newest turn's task (or Flushed): the next one sends after it
@@ -389,6 +396,8 @@ class SpeakSession:
             return True
         kind = message.get("type")
         if kind == "Speak":
+            if "pronunciations" in message and not await self.add_pronunciations(message["pronunciations"]):
+                return True  # refused: the Speak's text is dropped with them
             await self.speak(message.get("text"))
         elif kind == "Flush":
             self.flush(self.flushes)
@@ -408,19 +417,57 @@ class SpeakSession:
                                                  "expected Speak, Flush, Clear or Close"))
         return True
 
+    async def add_pronunciations(self, entries) -> bool:
+        """A Speak's `pronunciations`: the connection's from now on, over the server's lexicon and
+        those given before (the newer win). False (and the client told) when refused."""
+        try:
+            if not isinstance(entries, list):
+                raise SpeechError(400, "invalid_pronunciation", "A Speak message's 'pronunciations' must be a list "
+                                  "of {\"word\", \"phonemes\" | \"say_as\"} objects")
+            self.lexicon = pronunciations_in_force(self.lexicon, entries, self.state.engine.frontend)
+        except SpeechError as exc:
+            await self.send_json(error_message("INVALID_PRONUNCIATIONS", f"The Speak was dropped: {exc.message}"))
+            return False
+        return True
+
     async def speak(self, text) -> None:
         if not isinstance(text, str):
             await self.send_json(warning_message("INVALID_TEXT", "A Speak message's 'text' must be a string"))
             return
         try:
             self._check_length(text)
-            segments = await _off_loop(len(text), self._cut, text)
+            if is_ssml(text):
+                segments = await _off_loop(len(text), self._ssml_segments, text)
+            else:
+                segments = await _off_loop(len(text), self._cut, text)
         except Refused as exc:
             await self.send_json(exc.answer)
             return
         self.turn_chars += len(text)
         if segments:
             self._current_turn().extend(segments)
+
+    def _ssml_segments(self, document: str) -> list[str | PlannedText]:
+        """An SSML Speak (a whole `<speak>` document): the text buffered before it, then its own
+        parts' segments (api/speech/markup.py), in the turn it joins."""
+        frontend = self.state.engine.frontend
+        try:
+            parts = speech_parts(document, frontend, self.lexicon, frontend.model_speed(self.speed))
+            planned = self.state.planner.planned_texts(parts)
+        except SpeechError as exc:
+            raise Refused(error_message("INVALID_SSML", f"The Speak was dropped: {exc.message}")) from None
+        except UncuttableText as exc:
+            raise Refused(error_message("WORD_TOO_LONG", f"The Speak was dropped: {exc}")) from None
+        rest = self.text.flush()
+        return ([] if rest is None else self._pronounced([rest])) + planned
+
+    def _pronounced(self, segments: list[str]) -> list[str]:
+        """Plain-text segments with the connection's pronunciations applied (words are whole
+        within a segment: the text stream cuts only between them)."""
+        if not self.lexicon:
+            return segments
+        reads_phonemes = self.state.engine.frontend.reads_phonemes
+        return [self.lexicon.apply(segment, phonemes=reads_phonemes) for segment in segments]
 
     def _check_length(self, text: str) -> None:
         """Refuses a Speak over the per-message or the per-turn limit."""
@@ -440,7 +487,7 @@ class SpeakSession:
             check_runs(self.text.open_word + text, self.settings.max_word_chars)
         except UncuttableText as exc:
             raise Refused(error_message("WORD_TOO_LONG", f"The Speak's text was dropped: {exc}")) from None
-        return self.text.add(text)
+        return self._pronounced(self.text.add(text))
 
     def flush(self, flush_id: int | None) -> None:
         """Ends the current turn with whatever is buffered; Flushed `flush_id` (unless None)
@@ -448,7 +495,7 @@ class SpeakSession:
         rest = self.text.flush()
         self.turn_chars = 0
         if rest is not None:
-            self._current_turn().extend([rest])
+            self._current_turn().extend(self._pronounced([rest]))
         if self.turn is not None:
             self.turn.finish(flush_id)
             self.turn = None

@@ -1,6 +1,7 @@
 """The speech request body: OpenAI's fields and limits, plus documented extensions (the language,
-the sample rate, a seed, word timestamps in the event stream, text normalization, and the G.711
-response formats `mulaw` and `alaw`)."""
+the sample rate, a seed, word timestamps in the event stream, text normalization, pronunciations,
+and the G.711 response formats `mulaw` and `alaw`). An `input` that starts with `<speak>` is SSML
+(api/speech/markup.py)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -20,6 +21,20 @@ class VoiceRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=128)
+
+
+class Pronunciation(BaseModel):
+    """One word's pronunciation for this request (model/text/lexicon.py checks it further: its
+    case rule, exactly one of the two ways to say it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    word: str = Field(min_length=1, max_length=100)
+    phonemes: str | None = Field(default=None, min_length=1, max_length=200)
+    say_as: str | None = Field(default=None, min_length=1, max_length=300)
+
+
+# The most pronunciations one request may carry (a server-wide lexicon has no such bound).
+MAX_PRONUNCIATIONS = 1000
 
 
 class SpeechRequest(BaseModel):
@@ -46,6 +61,8 @@ class SpeechRequest(BaseModel):
     # Read the input through the English normalizer ("$3.50" as "three dollars and fifty cents")
     # for a model that reads raw text; absent: the server's default (joe always does).
     normalize: bool | None = Field(default=None, strict=True)
+    # Words said this request's way, over the server's lexicon (docs/api.md, "Pronunciations").
+    pronunciations: list[Pronunciation] | None = Field(default=None, max_length=MAX_PRONUNCIATIONS)
 
     @field_validator("input")
     @classmethod

@@ -16,6 +16,7 @@ from api.openai.schemas import SpeechRequest
 from api.speech.audio.encoders import MEDIA_TYPES, default_rate, supported_rates
 from api.speech.audio.pipeline import AudioPipeline
 from api.speech.errors import STREAM_FAILURES, SpeechError, outcome_of
+from api.speech.markup import pronunciations_in_force
 from api.speech.start import check_ready, start_speech
 from api.speech.streaming import encoded_audio
 from api.speech.synthesis import SegmentedSynthesis
@@ -80,7 +81,10 @@ async def _start(body: SpeechRequest, state, owner: str | None) -> tuple[Segment
                 400, f"response_format '{body.response_format}' supports sample_rate {', '.join(map(str, rates))}; "
                 f"got {rate}", "invalid_value", "sample_rate",
             )
-        synthesis, model_speed = await start_speech(state, body.input, voice, body.speed, body.seed)
+        pronunciations = None if body.pronunciations is None else [
+            entry.model_dump(exclude_none=True) for entry in body.pronunciations]
+        lexicon = pronunciations_in_force(state.lexicon, pronunciations, state.engine.frontend)
+        synthesis, model_speed = await start_speech(state, body.input, voice, body.speed, body.seed, lexicon=lexicon)
     except SpeechError as exc:
         raise ApiError.of(exc) from exc
     return synthesis, AudioPipeline(body.response_format, state.engine.sample_rate, rate, body.speed / model_speed)

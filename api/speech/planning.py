@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass
+from typing import Sequence
 
 from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
 from api.speech.synthesis import Segment
 from api.speech.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
+from model.text.inline_phonemes import join_split_phoneme_runs, keep_phoneme_runs_whole
+from model.text.ssml import SpeechPart
 from api.speech.voice_choice import VoiceChoice
 from engine.outputs import EngineLimits
 from model.families.base import OptionRefused, PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
@@ -42,6 +45,20 @@ class _Planned:
     text: str
     index: int  # the planned segment it is (a piece of): its place in the order of need
     job: asyncio.Future | None = None
+    rate: float = 1.0  # its speed, relative to the speech's (SSML's prosody rate)
+    pause_before: float = 0.0  # seconds of silence before and after its audio (SSML's breaks)
+    pause_after: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedText:
+    """A segment's text before preparation, with how it is said: `rate` times the speech's
+    speed, `pause_before` / `pause_after` seconds of silence around it (each ≥ 0)."""
+
+    text: str
+    rate: float = 1.0
+    pause_before: float = 0.0
+    pause_after: float = 0.0
 
 
 class SpeechSegments:
@@ -58,7 +75,7 @@ class SpeechSegments:
     its texts through `extend` and ends with `finish`; until then `next` waits for more.
     """
 
-    def __init__(self, planner: SegmentPlanner, texts: list[str], voice: VoiceChoice, speed: float,
+    def __init__(self, planner: SegmentPlanner, texts: list[str | PlannedText], voice: VoiceChoice, speed: float,
                  params: SamplingParams, complete: bool = True) -> None:
         self._planner = planner
         self._voice = voice
@@ -70,14 +87,19 @@ class SpeechSegments:
         self._handed_out = 0
         self._complete = complete
         self._more = asyncio.Event()
+        self._trailing_pause = 0.0
         self.extend(texts)
 
-    def extend(self, texts: list[str]) -> None:
+    def extend(self, texts: list[str | PlannedText]) -> None:
         """More text of a live speech, in order (its preparation starts now if it is next)."""
         if self._complete and self._planned:
             raise RuntimeError("the speech is complete: no more text")
         for text in texts:
-            self._pending.append(_Planned(text, self._planned))
+            if isinstance(text, str):
+                self._pending.append(_Planned(text, self._planned))
+            else:
+                self._pending.append(_Planned(text.text, self._planned, rate=text.rate,
+                                              pause_before=text.pause_before, pause_after=text.pause_after))
             self._planned += 1
         if texts and self._handed_out:
             self._submit(self._pending[0])  # the next one is needed as soon as the last ends
@@ -129,7 +151,8 @@ class SpeechSegments:
         needed = len(prompt.token_ids) + (budget if expected is None else expected)
         context = self._planner.limits.context_tokens
         if needed <= context or len(planned.text) < 2:
-            return Segment(planned.text, self._params.replace(max_tokens=budget), prompt)
+            return Segment(planned.text, self._params.replace(max_tokens=budget), prompt, rate=planned.rate,
+                           pause_before=planned.pause_before, pause_after=planned.pause_after)
         self._cut(planned, context / needed)
         return None
 
@@ -137,13 +160,18 @@ class SpeechSegments:
         """Puts the two pieces of `planned` (the first about `share` of it) in its place at the
         front of the queue; it must have been popped already."""
         head, tail = cut_near(planned.text, int(len(planned.text) * share * _CUT_MARGIN))
-        self._pending.extendleft([_Planned(tail, planned.index), _Planned(head, planned.index)])
+        head, tail = keep_phoneme_runs_whole(head, tail)
+        # The pauses stay at the outer edges; both pieces keep the rate.
+        self._pending.extendleft([
+            _Planned(tail, planned.index, rate=planned.rate, pause_after=planned.pause_after),
+            _Planned(head, planned.index, rate=planned.rate, pause_before=planned.pause_before),
+        ])
 
     def _submit(self, planned: _Planned) -> None:
         if planned.job is None:
             first = not self._handed_out
             planned.job = self._planner.pool.submit(
-                planned.text, self._voice, self._speed, arrival=self._arrival, index=planned.index,
+                planned.text, self._voice, self._speed * planned.rate, arrival=self._arrival, index=planned.index,
                 first=first, max_tokens=self._planner.token_limit(first),
             )
 
@@ -164,7 +192,26 @@ class SpeechSegments:
             self._cut(planned, exc.limit / exc.tokens)
             return _REPLACED
         except ValueError:
+            if planned.pause_before or planned.pause_after:
+                return self._pause_only(planned)
             return None
+
+    def _pause_only(self, planned: _Planned) -> None:
+        """A piece with nothing to speak but pauses: they move to the piece after it (or, for the
+        speech's last, to the segment before it, which is then still to be handed out: only its
+        trailing pause is kept when none is)."""
+        pause = planned.pause_before + planned.pause_after
+        if len(self._pending) > 1:
+            self._pending[1].pause_before += pause
+        else:
+            self._trailing_pause += pause
+        return None
+
+    def take_trailing_pause(self) -> float:
+        """Seconds of silence the speech ends with beyond its last segment's own (a break after
+        its last words that had no segment of its own to ride on); counted once."""
+        pause, self._trailing_pause = self._trailing_pause, 0.0
+        return pause
 
     def _spoken_seconds(self, segment: Segment) -> float:
         expected = self._planner.frontend.expected_outputs(segment.prompt)
@@ -189,14 +236,37 @@ class SegmentPlanner:
         self.settings = settings
         self.limits = limits
 
-    async def plan(self, text: str, voice: VoiceChoice, speed: float = 1.0,
+    async def plan(self, text: str | Sequence[SpeechPart], voice: VoiceChoice, speed: float = 1.0,
                    params: SamplingParams | None = None) -> SpeechSegments:
-        """The speech's segments, none prepared yet. `params` (default: the model's) apply to
-        every segment, each with its own output budget. The text is cut on a worker thread (its
-        cost grows with the text; the event loop serves every other stream). Raises
-        UncuttableText for a text with a run of characters too long to cut."""
-        texts = await asyncio.to_thread(self.texts, text)
+        """The speech's segments, none prepared yet: of a plain text, or of parts said each at its
+        own rate with pauses after (api/speech/markup.py makes them of SSML). `params` (default:
+        the model's) apply to every segment, each with its own output budget. The text is cut on
+        a worker thread (its cost grows with the text; the event loop serves every other
+        stream). Raises UncuttableText for a text with a run of characters too long to cut."""
+        parts = [SpeechPart(text)] if isinstance(text, str) else text
+        texts = await asyncio.to_thread(self.planned_texts, parts)
         return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())
+
+    def planned_texts(self, parts: Sequence[SpeechPart]) -> list[PlannedText]:
+        """The parts' segments in order: each part cut as `texts` cuts a text (the first part's
+        first segment is the speech's first), every piece at its part's rate, the part's pause
+        after its last piece; a pause with no text before it goes before the next piece (or,
+        with no text at all after it either, after the last)."""
+        planned: list[PlannedText] = []
+        waiting = 0.0  # pauses with no text before them since the last piece
+        for part in parts:
+            pieces = self.texts(part.text) if part.text.strip() else []
+            if not pieces:
+                waiting += part.pause_after
+                continue
+            for k, piece in enumerate(pieces):
+                planned.append(PlannedText(piece, part.rate, pause_before=waiting if k == 0 else 0.0,
+                                           pause_after=part.pause_after if k == len(pieces) - 1 else 0.0))
+            waiting = 0.0
+        if waiting and planned:
+            last = planned[-1]
+            planned[-1] = PlannedText(last.text, last.rate, last.pause_before, last.pause_after + waiting)
+        return planned
 
     def token_limit(self, first: bool) -> int:
         """The most tokens a segment's prompt may have: the settings' bound on preparation's cost
@@ -209,7 +279,8 @@ class SegmentPlanner:
         """`text` cut into segments within the settings' bounds (linear in the text)."""
         settings = self.settings
         check_runs(text, settings.max_word_chars)
-        return plan_texts(text, settings.first_segment_max_words, settings.max_segment_chars, settings.max_segment_words)
+        texts = plan_texts(text, settings.first_segment_max_words, settings.max_segment_chars, settings.max_segment_words)
+        return join_split_phoneme_runs(texts) if "[[" in text else texts
 
     def plan_live(self, voice: VoiceChoice, speed: float = 1.0,
                   params: SamplingParams | None = None) -> SpeechSegments:

@@ -12,10 +12,12 @@ from api.config.settings import ApiSettings
 from api.http.draining import Drain
 from api.speech.early_refusal import EarlyRefusal
 from api.speech.errors import ENGINE_NOT_READY, SpeechError, speech_error
+from api.speech.markup import speech_parts
 from api.speech.planning import SegmentPlanner
 from api.speech.synthesis import SegmentedSynthesis
 from api.speech.voice_choice import VoiceChoice
 from engine.client import EngineClient
+from model.text.lexicon import Lexicon
 
 
 class SpeechServices(Protocol):
@@ -27,6 +29,7 @@ class SpeechServices(Protocol):
     settings: ApiSettings
     drain: Drain
     early_refusal: EarlyRefusal
+    lexicon: Lexicon  # the server's pronunciations (--lexicon; empty without)
 
 
 def check_ready(engine: EngineClient) -> None:
@@ -36,12 +39,15 @@ def check_ready(engine: EngineClient) -> None:
 
 
 async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, speed: float,
-                       seed: int | None = None, max_tokens: int | None = None) -> tuple[SegmentedSynthesis, float]:
-    """Plans `text` and starts its synthesis in `voice` (Catalog.voice_choice): returns it, with
-    its first audio on the way, and the speed the model speaks at (the audio pipeline stretches
-    the rest of `speed`). Raises SpeechError when it cannot start (a drain, no room, nothing to
-    speak, the engine's refusal of its first segment, a voice, language or instructions the front
-    end refuses, a dead engine); nothing is left running then. A full
+                       seed: int | None = None, max_tokens: int | None = None,
+                       lexicon: Lexicon | None = None) -> tuple[SegmentedSynthesis, float]:
+    """Plans `text` (plain or SSML, api/speech/markup.py; `lexicon`'s pronunciations applied, by
+    default the server's) and starts its synthesis in `voice` (Catalog.voice_choice): returns
+    it, with its first audio on the way, and the speed the model speaks at (the audio pipeline
+    stretches the rest of `speed`). Raises SpeechError when it cannot start (a drain, no room,
+    invalid SSML or phonemes, nothing to speak, the engine's refusal of its first segment, a
+    voice, language or instructions the front end refuses, a dead engine); nothing is left
+    running then. A full
     engine refuses it before its text is prepared; its first audio is due `max_queue_delay` after
     this call, its preparation included."""
     engine = services.engine
@@ -53,7 +59,8 @@ async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, 
         params = engine.frontend.default_sampling().replace(seed=seed)
         if max_tokens is not None:
             params = params.replace(max_tokens=max_tokens)
-        segments = await services.planner.plan(text, voice, model_speed, params)
+        parts = speech_parts(text, engine.frontend, services.lexicon if lexicon is None else lexicon, model_speed)
+        segments = await services.planner.plan(parts, voice, model_speed, params)
         settings = services.settings
         synthesis = SegmentedSynthesis(engine, segments, voice.name, model_speed, settings.client_backlog_seconds,
                                        settings.stalled_client_seconds)

@@ -46,6 +46,11 @@ class Segment:
     text: str
     params: SamplingParams
     prompt: SpeechPrompt
+    # Its speed relative to the speech's (prepared at it), and seconds of silence before and
+    # after its audio (SSML's prosody rate and breaks; api/speech/planning.py).
+    rate: float = 1.0
+    pause_before: float = 0.0
+    pause_after: float = 0.0
 
 
 class SegmentSource(Protocol):
@@ -60,6 +65,10 @@ class SegmentSource(Protocol):
 
     def close(self) -> None:
         """Drops whatever is still being prepared."""
+
+    def take_trailing_pause(self) -> float:
+        """Seconds of silence after the last segment beyond its own `pause_after` (asked once,
+        after `next` returned None)."""
 
 
 class SegmentedSynthesis:
@@ -97,6 +106,7 @@ class SegmentedSynthesis:
         self.position = 0
         self.words = WordTimeline(self.sample_rate)
         self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
+        self._pauses: dict[int, tuple[float, float]] = {}  # each segment's (before, after), when not 0
         self._request_ids: dict[int, str] = {}  # each segment's engine request
         # Segment 0 continues a stream already playing (`start`): it is never queued or refused,
         # and follows this request (None: one the engine no longer holds, or none).
@@ -125,11 +135,14 @@ class SegmentedSynthesis:
         held = np.zeros(0, dtype=np.float32)
         index, item = 0, self._first
         while item is not _NO_MORE:
-            # Joins keep every sample: this segment begins after all of the ones before it.
-            self.words.add_segment(self.position + held.size, self._segment_words.pop(index, ()))
+            pause_before, _ = self._pauses.get(index, (0.0, 0.0))
             if held.size:  # the previous segment's end, held back: this is a join
                 yield self._count_out(held * self._fade[::-1][-held.size:])
                 held = held[:0]
+            if pause_before:
+                yield self._count_out(self._silence(pause_before))
+            # Joins keep every sample: this segment begins after all of the ones before it.
+            self.words.add_segment(self.position, self._segment_words.pop(index, ()))
             fade_in = index > 0
             async for chunk in self._segment_chunks(index, item):
                 samples = np.concatenate([held, chunk.pcm.astype(np.float32)])
@@ -143,10 +156,21 @@ class SegmentedSynthesis:
                 held = samples[cut:]
                 if cut:
                     yield self._count_out(samples[:cut])
+            _, pause_after = self._pauses.pop(index, (0.0, 0.0))
             index += 1
             item = await self._next_item(index)
+            if item is _NO_MORE:
+                pause_after += self._segments.take_trailing_pause()
+            if pause_after:  # a break: the segment ends faded out, then silence
+                if held.size:
+                    yield self._count_out(held * self._fade[::-1][-held.size:])
+                    held = held[:0]
+                yield self._count_out(self._silence(pause_after))
         if held.size:
             yield self._count_out(held)
+
+    def _silence(self, seconds: float) -> np.ndarray:
+        return np.zeros(round(seconds * self.sample_rate), dtype=np.float32)
 
     @property
     def last_request_id(self) -> str | None:
@@ -232,11 +256,13 @@ class SegmentedSynthesis:
                 queue.put_nowait(_NO_MORE)
                 return
             self._segment_words[index] = segment.prompt.words
+            if segment.pause_before or segment.pause_after:
+                self._pauses[index] = (segment.pause_before, segment.pause_after)
             request_id = self._request_ids[index] = uuid.uuid4().hex
             follows = self._request_ids[index - 1] if index else self._first_follows
             try:
                 async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,
-                                                           request_id=request_id, speed=self._speed,
+                                                           request_id=request_id, speed=self._speed * segment.rate,
                                                            prompt=segment.prompt,
                                                            continuation=index > 0 or self._continuation,
                                                            outputs_after=self._segments.outputs_after(),

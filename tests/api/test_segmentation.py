@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from api.speech.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, SegmentPlanner
+from api.speech.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, PlannedText, SegmentPlanner
 from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
 from api.speech.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
@@ -20,6 +20,7 @@ from model.config import ModelConfig
 from model.families.base import PromptTooLong, SpeechPrompt
 from model.loader import load_frontend
 from model.sampling import SamplingParams
+from model.text.ssml import SpeechPart
 from model.tiny_random import ensure_tiny_random
 
 V = VoiceChoice("v")
@@ -243,6 +244,7 @@ class FakeEngine:
         self.outputs_after: list[int] = []
         self.links: list[tuple[str, str | None]] = []  # (request id, the id it follows) per start
         self.arrivals: list[float | None] = []  # when its speech came, as each start was told
+        self.speeds: list[float] = []  # the speed each request was started at
 
     def pause(self, request_id: str, paused: bool) -> None:
         self.events.append(("pause" if paused else "resume", request_id))
@@ -250,6 +252,7 @@ class FakeEngine:
     async def synthesize(self, text, voice, params, request_id=None, speed=1.0, prompt=None, continuation=False,
                          outputs_after=0, follows=None, arrived=None):
         self.events.append(("start", text))
+        self.speeds.append(speed)
         self.links.append((request_id, follows))
         self.arrivals.append(arrived)
         self.outputs_after.append(outputs_after)
@@ -281,6 +284,9 @@ class ListSource:
 
     def close(self):
         self.closed = True
+
+    def take_trailing_pause(self) -> float:
+        return 0.0
 
 
 def numbered(n: int) -> ListSource:
@@ -404,3 +410,66 @@ def test_the_next_segment_starts_once_the_current_ones_first_chunk_is_handed_ove
     asyncio.run(run())
     assert seen[0] == ["segment 1"]
     assert "segment 2" in seen[1]
+
+
+# --- SSML's pauses and rates (api/speech/markup.py makes the parts) ------------------------------
+
+def test_parts_plan_as_pieces_at_their_rate_with_each_pause_on_its_edge():
+    parts = [SpeechPart("", pause_after=0.3), SpeechPart("One. Two.", rate=1.5, pause_after=0.5),
+             SpeechPart("", pause_after=0.2), SpeechPart("", pause_after=0.1), SpeechPart("Three."),
+             SpeechPart("", pause_after=0.4)]
+    planned = planner(None, LettersOnlyFrontend()).planned_texts(parts)
+    assert planned == [PlannedText("One.", 1.5, pause_before=0.3), PlannedText("Two.", 1.5, pause_after=0.5),
+                       PlannedText("Three.", 1.0, pause_before=pytest.approx(0.3), pause_after=0.4)]
+    assert planner(None, LettersOnlyFrontend()).planned_texts([SpeechPart("", pause_after=1.0)]) == []
+
+
+def test_segments_carry_their_rate_and_pauses_and_a_silent_piece_passes_its_pause_on():
+    frontend = LettersOnlyFrontend()
+    parts = [SpeechPart("One.", rate=0.75, pause_after=0.5), SpeechPart("...", pause_after=0.3),
+             SpeechPart("Two."), SpeechPart("!!!", pause_after=0.4)]
+
+    async def main():
+        async with RecordingPool(frontend.prepare) as pool:
+            segments = await planner(pool, frontend).plan(parts, V, speed=2.0)
+            return await handed_out(segments), segments.take_trailing_pause(), segments.take_trailing_pause()
+
+    segments, trailing, again = asyncio.run(main())
+    assert [(s.text, s.rate, s.pause_before, s.pause_after) for s in segments] == [
+        ("One.", 0.75, 0.0, 0.5), ("Two.", 1.0, 0.3, 0.0)]
+    assert (trailing, again) == (0.4, 0.0)  # the last piece said nothing: its pause ends the speech, once
+
+
+def test_pauses_are_exact_silence_between_faded_segment_edges_and_rates_reach_the_engine():
+    engine = FakeEngine()  # 1 kHz, 4 chunks of 100 samples a segment
+    source = ListSource([
+        Segment("segment 1", SamplingParams(), SpeechPrompt(token_ids=[0]), rate=0.5, pause_before=0.2,
+                pause_after=0.5),
+        Segment("segment 2", SamplingParams(), SpeechPrompt(token_ids=[1]), rate=2.0),
+    ])
+
+    async def run():
+        synthesis = SegmentedSynthesis(engine, source, "v", speed=1.5)
+        await synthesis.start()
+        out = np.concatenate([pcm async for pcm in synthesis.pcm()])
+        synthesis.close()
+        return out, synthesis.position
+
+    audio, position = asyncio.run(run())
+    length, fade = engine.frames * engine.samples, int(JOIN_FADE_SECONDS * engine.sample_rate)
+    assert audio.size == position == 200 + length + 500 + length
+    assert np.all(audio[:200] == 0)  # the pause before the speech's first words
+    assert np.all(audio[200 + fade:200 + length - fade] == 1)
+    assert abs(audio[200 + length - 1]) < 0.05  # faded out into the pause, not cut
+    assert np.all(audio[200 + length:200 + length + 500] == 0)
+    assert 0 < audio[200 + length + 500 + 1] < 1 and np.all(audio[-length + fade:] == 2)  # faded in after it
+    assert engine.speeds == [0.75, 3.0]
+
+
+def test_a_phoneme_run_is_never_cut_between_segments():
+    # The first segment is cut after 30 words, which here falls inside the run.
+    words = [f"w{i}" for i in range(28)]
+    text = " ".join(words) + " [[ a b c d e ]] " + " ".join(f"v{i}" for i in range(40)) + "."
+    texts = planner(None, LettersOnlyFrontend()).texts(text)
+    assert " ".join(texts) == text
+    assert all(piece.count("[[") == piece.count("]]") for piece in texts)
