@@ -7,7 +7,7 @@ import re
 
 from fastapi.responses import JSONResponse
 
-from api.speech.errors import BUSY_CODES, ENGINE_DEAD, UNSPEAKABLE, SpeechError, outcome_of
+from api.speech.errors import BUSY_CODES, ENGINE_DEAD, INVALID_SSML, UNSPEAKABLE, SpeechError, outcome_of
 
 _ERR_CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 # Deepgram's err_code for a speech error's code, where it is not that code in upper case. A
@@ -39,8 +39,11 @@ class DeepgramError(Exception):
 
     @classmethod
     def of(cls, error: SpeechError) -> DeepgramError:
-        """The speech pipeline's `error` as the speak API answers it: one about the text (nothing
-        in it to speak, or a prompt the engine refuses) is INVALID_TEXT."""
+        """The speech pipeline's `error` as the speak API answers it: invalid SSML is INVALID_SSML,
+        anything else about the text (nothing in it to speak, or a prompt the engine refuses)
+        INVALID_TEXT."""
+        if error.code == INVALID_SSML:
+            return cls(400, "INVALID_SSML", error.message)
         if error.param == "input":
             return cls(400, "INVALID_TEXT", f"The text cannot be spoken: {error.reason}")
         headers = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}

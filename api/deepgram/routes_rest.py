@@ -95,7 +95,7 @@ async def _validated(request: Request, state, model: str, encoding, container, s
                                               normalize=parse_flag("normalize", normalize))
     entries = body.get("pronunciations")
     if entries is not None and not isinstance(entries, list):
-        raise DeepgramError(400, "INVALID_PRONUNCIATIONS", "The body's 'pronunciations' must be a list of "
+        raise DeepgramError(400, "INVALID_PRONUNCIATION", "The body's 'pronunciations' must be a list of "
                             "{\"word\", \"phonemes\" | \"say_as\"} objects")
     lexicon = pronunciations_in_force(state.lexicon, entries, state.engine.frontend)
     return text, voice_choice, choice, parse_speed(speed), lexicon

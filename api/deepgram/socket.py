@@ -203,7 +203,7 @@ class Turn:
         # nobody takes and a send that does not complete are one client that stopped reading.
         synthesis = self.synthesis = SegmentedSynthesis(
             state.engine, self.segments, session.voice.name, self.model_speed, state.settings.client_backlog_seconds,
-            session.send_timeout, on_stall=self._stalled)
+            session.send_timeout, on_stall=self._stalled, pause_stretch=session.speed / self.model_speed)
         state.drain.register(synthesis)
         outcome = "disconnected"
         try:
@@ -426,7 +426,7 @@ class SpeakSession:
                                   "of {\"word\", \"phonemes\" | \"say_as\"} objects")
             self.lexicon = pronunciations_in_force(self.lexicon, entries, self.state.engine.frontend)
         except SpeechError as exc:
-            await self.send_json(error_message("INVALID_PRONUNCIATIONS", f"The Speak was dropped: {exc.message}"))
+            await self.send_json(error_message("INVALID_PRONUNCIATION", f"The Speak was dropped: {exc.message}"))
             return False
         return True
 

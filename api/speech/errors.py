@@ -19,6 +19,8 @@ ENGINE_DEAD = "engine_dead"
 SHUTTING_DOWN = "shutting_down"
 UNSPEAKABLE = "unspeakable_text"
 VOICE_NOT_FOUND = "voice_not_found"
+INVALID_SSML = "invalid_ssml"  # api/speech/markup.py
+INVALID_PRONUNCIATION = "invalid_pronunciation"
 # The engine's refusals that a client should retry later (the others are about the text).
 BUSY_CODES = ("overloaded", "queue_full")
 # What ends a speech whose audio has already begun: too late for an error status, so each

@@ -12,14 +12,12 @@ import logging
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from api.speech.errors import SpeechError
+from api.speech.errors import INVALID_PRONUNCIATION, INVALID_SSML, SpeechError
 from model.families.base import PhonemesRefused, PromptFrontend
 from model.text.inline_phonemes import phoneme_runs
 from model.text.lexicon import Lexicon, LexiconError
 from model.text.ssml import SpeechPart, SsmlError, is_ssml, parse_ssml
 
-INVALID_SSML = "invalid_ssml"
-INVALID_PRONUNCIATION = "invalid_pronunciation"
 PRONUNCIATIONS = "pronunciations"
 logger = logging.getLogger("chorus.api")
 

@@ -63,7 +63,7 @@ async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, 
         segments = await services.planner.plan(parts, voice, model_speed, params)
         settings = services.settings
         synthesis = SegmentedSynthesis(engine, segments, voice.name, model_speed, settings.client_backlog_seconds,
-                                       settings.stalled_client_seconds)
+                                       settings.stalled_client_seconds, pause_stretch=speed / model_speed)
         services.drain.register(synthesis)
         try:
             await _open(services, synthesis, arrived=arrived)

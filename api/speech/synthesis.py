@@ -90,7 +90,7 @@ class SegmentedSynthesis:
 
     def __init__(self, client: EngineClient, segments: SegmentSource, voice: str, speed: float = 1.0,
                  backlog_seconds: float = 10.0, stall_seconds: float = 30.0,
-                 on_stall: Callable[[], bool] | None = None) -> None:
+                 on_stall: Callable[[], bool] | None = None, pause_stretch: float = 1.0) -> None:
         self._client = client
         self._segments = segments
         self._voice = voice
@@ -107,6 +107,10 @@ class SegmentedSynthesis:
         self.words = WordTimeline(self.sample_rate)
         self._segment_words: dict[int, tuple[SpokenWord, ...]] = {}
         self._pauses: dict[int, tuple[float, float]] = {}  # each segment's (before, after), when not 0
+        # The audio pipeline time-stretches what `pcm` yields by the part of the speed the model
+        # did not speak (speed / model speed): pauses are made that much longer, so that they
+        # last exactly their time in what the client hears.
+        self._pause_stretch = pause_stretch
         self._request_ids: dict[int, str] = {}  # each segment's engine request
         # Segment 0 continues a stream already playing (`start`): it is never queued or refused,
         # and follows this request (None: one the engine no longer holds, or none).
@@ -170,7 +174,7 @@ class SegmentedSynthesis:
             yield self._count_out(held)
 
     def _silence(self, seconds: float) -> np.ndarray:
-        return np.zeros(round(seconds * self.sample_rate), dtype=np.float32)
+        return np.zeros(round(seconds * self._pause_stretch * self.sample_rate), dtype=np.float32)
 
     @property
     def last_request_id(self) -> str | None:

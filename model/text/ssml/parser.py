@@ -56,13 +56,17 @@ _NOT_SUPPORTED_PROSODY = ("pitch", "volume", "contour", "range", "duration")
 
 def is_ssml(text: str) -> bool:
     """Whether `text` is an SSML document rather than plain text: it starts (after whitespace
-    and an optional XML declaration) with a <speak> tag."""
+    and an optional XML declaration) with a <speak> tag, or with what only a document has
+    before its root, a DOCTYPE or a comment: such a document is parsed (and its DOCTYPE
+    refused), never read aloud as text."""
     head = text.lstrip().removeprefix("\ufeff").lstrip()
     if head.startswith("<?xml"):
         end = head.find("?>")
         if end < 0:
             return False
         head = head[end + 2:].lstrip()
+    if head.startswith(("<!DOCTYPE", "<!--")):
+        return True
     after = head[len("<speak"):][:1]
     return head.startswith("<speak") and (after in (">", "/") or after.isspace())
 

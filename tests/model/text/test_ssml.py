@@ -40,6 +40,9 @@ def refusal(document: str) -> str:
     ('<?xml version="1.0"', False),
     ("<p>Hi</p>", False),
     ("", False),
+    # What only a document has before its root: parsed (a DOCTYPE refused), never read as text.
+    ('<?xml version="1.0"?><!DOCTYPE speak [<!ENTITY x "y">]><speak>&x;</speak>', True),
+    ("<!-- a note --><speak>Hi</speak>", True),
 ])
 def test_is_ssml(text, expected):
     assert is_ssml(text) is expected
