@@ -26,6 +26,7 @@ from api.speech.catalog import Catalog
 from api.speech.early_refusal import EarlyRefusal
 from api.speech.markup import server_lexicon
 from api.speech.planning import SegmentPlanner
+from api.speech.prompt_cache import PromptCache
 from api.speech.prompt_pool import PromptPool
 from api.voices.library import LibraryLimits, VoiceLibrary
 from engine.client import EngineClient
@@ -57,7 +58,8 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         await client.start()
         give_up = asyncio.create_task(_exit_when_the_engine_gives_up(app, client))
         try:
-            async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts) as pool:
+            async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts,
+                                  prompt_cache(settings)) as pool:
                 # Token budgets and the splitting of long inputs follow the limits the engine enforces.
                 app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
                 if settings.voices_dir is not None:
@@ -95,6 +97,11 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
                        larger={("POST", voice_routes.VOICES): settings.max_voice_upload_bytes})
     app.add_middleware(QueryCheckMiddleware)
     return app
+
+
+def prompt_cache(settings: ApiSettings) -> PromptCache | None:
+    """The prompt pool's cache of prompts said again, within `prompt_cache_mb` (0: none)."""
+    return PromptCache(int(settings.prompt_cache_mb * 2**20)) if settings.prompt_cache_mb > 0 else None
 
 
 def open_library(settings: ApiSettings, frontend: PromptFrontend, pool: PromptPool) -> VoiceLibrary:

@@ -53,6 +53,11 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replica-gpus", type=float, default=0.0,
                         help="with --replicas: GPUs Ray gives each replica (1 on a GPU machine)")
     add_prompt_args(parser)
+    parser.add_argument(
+        "--prompt-cache-mb", type=float, default=ApiSettings().prompt_cache_mb,
+        help="keep the prompts of short texts said again (greetings, fillers) within this many MiB, so a "
+             "repeat needs no preparation (default %(default)g; 0: keep none)",
+    )
     add_limit_args(parser)
     add_engine_args(parser)
 
@@ -84,6 +89,7 @@ def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
     """The API settings `chorus serve` flags ask for (also each Ray Serve replica's)."""
     limits = {name: getattr(args, name) for name in LIMIT_FLAGS}
     return ApiSettings(api_keys=api_keys_from_args(args), prompt_workers=args.prompt_workers,
+                       prompt_cache_mb=args.prompt_cache_mb,
                        enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds,
                        voices_dir=args.voices_dir, max_voices_per_owner=args.max_voices_per_owner,
                        max_voice_upload_bytes=args.max_voice_upload_bytes, normalize_text=args.normalize_text,

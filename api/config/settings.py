@@ -48,6 +48,9 @@ class ApiSettings:
     max_segment_chars: int = 1000
     # NOTE: 2 on the 2-core machine: docs/operations.md "Prompt workers" has the measurement.
     prompt_workers: int = 2
+    # Prompts of short texts said again are kept (api/speech/prompt_cache.py) within this many
+    # MiB; 0: none kept.
+    prompt_cache_mb: float = 32.0
     # Backpressure (api/speech/backpressure.py): an engine request pauses while more than this much of
     # its audio waits for a client that does not read, and a client that then takes nothing for
     # `stalled_client_seconds` is disconnected.

@@ -106,6 +106,11 @@ class PromptPoolMetrics:
             "chorus_prompt_prepare_seconds", "Preparation time of one segment's prompt", ["kind"],
             buckets=PROMPT_BUCKETS, registry=self.registry,
         )
+        self.cache_hits = Counter(
+            "chorus_prompt_cache_hits", "Prompts served from the prompt cache (a text said again), no worker needed",
+            registry=self.registry,
+        )
+        self.cache_bytes = Gauge("chorus_prompt_cache_bytes", "What the prompt cache holds, about", registry=self.registry)
         for kind in PROMPT_KINDS:
             self.queue_depth.labels(kind).set(0)
             self.wait_seconds.labels(kind)

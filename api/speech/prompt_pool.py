@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from api.speech.heap import give_back_memory
+from api.speech.prompt_cache import MAX_CACHED_CHARS, PromptCache, PromptKey
 from api.http.metrics import PROMPT_KINDS, PromptPoolMetrics
 from api.speech.voice_choice import VoiceChoice
 from model.families.base import SpeechPrompt
@@ -59,10 +60,12 @@ class PromptPool:
     (api/speech/heap.py): what a long prompt took does not stay resident.
     """
 
-    def __init__(self, prepare: Prepare, workers: int = 1, metrics: PromptPoolMetrics | None = None) -> None:
+    def __init__(self, prepare: Prepare, workers: int = 1, metrics: PromptPoolMetrics | None = None,
+                 cache: PromptCache | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._prepare = prepare
+        self.cache = cache
         self._workers = workers
         self.metrics = metrics or PromptPoolMetrics()
         self._queue: list[_Job] = []
@@ -104,12 +107,32 @@ class PromptPool:
                max_tokens: int | None = None) -> asyncio.Future:
         """Queues the prompt of `text` in `voice` (its name, language, instructions, clone) at `speed`,
         of at most `max_tokens`, for segment `index` of the speech that arrived `arrival`-th;
-        `first`: its first audio waits on this one. Cancelling the returned future drops the job."""
+        `first`: its first audio waits on this one. Cancelling the returned future drops the job.
+        A prompt the pool's cache holds (the same text, voice and options prepared before) comes
+        back at once, as a future already done, and one prepared now is kept there."""
         extra = {} if voice.clone is None else {"clone": voice.clone}
+        key = None
+        if self.cache is not None and voice.clone is None and len(text) <= MAX_CACHED_CHARS:
+            key = PromptKey(text, voice.normalize, voice.name, speed, voice.language, voice.instructions)
+            cached = self.cache.get(key)
+            # A prompt over this job's token limit goes to the front end, whose count decides.
+            if cached is not None and (max_tokens is None or len(cached.token_ids) <= max_tokens):
+                self.metrics.cache_hits.inc()
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(cached)
+                return done
         call = functools.partial(_prepare_read, self._prepare, text, voice.normalize, voice.name, speed,
                                  max_tokens=max_tokens, language=voice.language, instructions=voice.instructions,
                                  **extra)
-        return self._enqueue(call, FIRST if first else LATER, (0 if first else 1, arrival, index))
+        future = self._enqueue(call, FIRST if first else LATER, (0 if first else 1, arrival, index))
+        if key is not None:
+            future.add_done_callback(functools.partial(self._keep, key))
+        return future
+
+    def _keep(self, key: PromptKey, done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self.cache.put(key, done.result())
+            self.metrics.cache_bytes.set(self.cache.bytes)
 
     def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
         """Runs `function(*args)` on a worker thread, after every first segment queued and
