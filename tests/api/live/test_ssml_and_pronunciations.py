@@ -263,6 +263,14 @@ def test_nesting_is_refused_as_it_goes_too_deep(joe_server):
     assert took < REFUSED_WITHIN_S
 
 
+def test_a_megabyte_of_ssml_is_refused_before_it_is_read(joe_server):
+    document = "<speak>" + "<break time='1ms'/>" * (2**20 // 19) + "</speak>"
+    for path, body in (("/v1/audio/speech", {"model": "tts-1", "voice": "alloy", "input": document}),
+                       ("/v1/speak", {"text": document})):
+        response, took = timed(lambda: httpx.post(f"{joe_server.url}{path}", json=body, timeout=30))
+        assert response.status_code == 413 and took < REFUSED_WITHIN_S, (path, response.status_code, took)
+
+
 def test_ssml_phonemes_fall_back_to_the_text_on_a_model_that_reads_text(tiny):
     # SSML's fallback: the content is read; a break still holds.
     pcm = audio(tiny, input='<speak>Say <phoneme ph="təˈmɑːtoʊ">tomato</phoneme>.<break time="1s"/>Bye.</speak>')
