@@ -21,7 +21,10 @@ SAID = "It costs three dollars and fifty cents today."
 def serve(**settings) -> TestClient:
     config = engine_config("tiny-random-qwen3", num_blocks=128)
     config.num_threads = 1
-    return TestClient(create_app(config, ApiSettings(**TWO_FRAMES, **settings)), raise_server_exceptions=False)
+    # No prompt cache: the tests watch what the front end is handed, and a text said again
+    # would be served from the cache without reaching it.
+    settings = dict(TWO_FRAMES, prompt_cache_mb=0) | settings
+    return TestClient(create_app(config, ApiSettings(**settings)), raise_server_exceptions=False)
 
 
 def prepared_texts(client: TestClient) -> list[str]:
