@@ -59,7 +59,7 @@ from api.http.auth import ApiKeys
 from api.http.json_limits import InvalidJson, loads_bounded
 from api.http.quoting import quoted
 from api.speech.audio.pipeline import AudioPipeline
-from api.speech.errors import STREAM_FAILURES, SpeechError
+from api.speech.errors import INVALID_PRONUNCIATION, INVALID_SSML, STREAM_FAILURES, SpeechError
 from api.speech.markup import pronunciations_in_force, speech_parts
 from api.speech.planning import PlannedText, SpeechSegments
 from api.speech.start import check_ready, start_synthesis
@@ -422,7 +422,7 @@ class SpeakSession:
         those given before (the newer win). False (and the client told) when refused."""
         try:
             if not isinstance(entries, list):
-                raise SpeechError(400, "invalid_pronunciation", "A Speak message's 'pronunciations' must be a list "
+                raise SpeechError(400, INVALID_PRONUNCIATION, "A Speak message's 'pronunciations' must be a list "
                                   "of {\"word\", \"phonemes\" | \"say_as\"} objects")
             self.lexicon = pronunciations_in_force(self.lexicon, entries, self.state.engine.frontend)
         except SpeechError as exc:
@@ -454,8 +454,9 @@ class SpeakSession:
         try:
             parts = speech_parts(document, frontend, self.lexicon, frontend.model_speed(self.speed))
             planned = self.state.planner.planned_texts(parts)
-        except SpeechError as exc:
-            raise Refused(error_message("INVALID_SSML", f"The Speak was dropped: {exc.message}")) from None
+        except SpeechError as exc:  # invalid SSML, or phonemes the model cannot say
+            code = "INVALID_SSML" if exc.code == INVALID_SSML else "INVALID_TEXT"
+            raise Refused(error_message(code, f"The Speak was dropped: {exc.message}")) from None
         except UncuttableText as exc:
             raise Refused(error_message("WORD_TOO_LONG", f"The Speak was dropped: {exc}")) from None
         rest = self.text.flush()

@@ -11,11 +11,11 @@ from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
 from api.speech.synthesis import Segment
 from api.speech.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
-from model.text.inline_phonemes import join_split_phoneme_runs, keep_phoneme_runs_whole
-from model.text.ssml import SpeechPart
 from api.speech.voice_choice import VoiceChoice
 from engine.outputs import EngineLimits
 from model.families.base import OptionRefused, PromptFrontend, PromptTooLong, SpeechPrompt, VoiceNotFoundError
+from model.text.inline_phonemes import join_split_phoneme_runs, keep_phoneme_runs_whole
+from model.text.ssml import SpeechPart
 from model.sampling import SamplingParams
 
 # A too-long segment is cut this far below the share of it that would fit, so that the head
@@ -197,9 +197,9 @@ class SpeechSegments:
             return None
 
     def _pause_only(self, planned: _Planned) -> None:
-        """A piece with nothing to speak but pauses: they move to the piece after it (or, for the
-        speech's last, to the segment before it, which is then still to be handed out: only its
-        trailing pause is kept when none is)."""
+        """A piece with nothing to speak but pauses (say, "..." between two breaks): its pauses
+        move to the piece after it or, when none follows yet, to the speech's end
+        (`take_trailing_pause`)."""
         pause = planned.pause_before + planned.pause_after
         if len(self._pending) > 1:
             self._pending[1].pause_before += pause

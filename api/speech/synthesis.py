@@ -86,7 +86,9 @@ class SegmentedSynthesis:
     consumer of `pcm` is cancelled, or, if none ever came, the synthesis is closed;
     api/speech/backpressure.py). `close` runs each `on_close` callback once. Errors that stop segment 0
     before any audio (nothing to speak, unknown voice, full queue) surface from `start`, so the
-    caller can still answer with a status."""
+    caller can still answer with a status. A segment's pauses (SSML breaks) are silence before
+    and after its audio, exactly their length once the pipeline's stretch (`pause_stretch`) is
+    applied, and the audio next to them is faded, not cut."""
 
     def __init__(self, client: EngineClient, segments: SegmentSource, voice: str, speed: float = 1.0,
                  backlog_seconds: float = 10.0, stall_seconds: float = 30.0,
