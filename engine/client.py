@@ -168,10 +168,12 @@ class EngineClient:
             if not finished and not self._dead:
                 self._post_if_alive(AbortRequest(request_id))
 
-    def extend_text(self, request_id: str, text_ids: list[int], final: bool = False) -> None:
-        """More of a live request's text (its front end's `live_text_ids`); `final`: the last piece."""
+    def extend_text(self, request_id: str, text_ids: list[int], final: bool = False,
+                    max_tokens: int | None = None) -> None:
+        """More of a live request's text (its front end's `live_text_ids`); `final`: the last
+        piece; `max_tokens`: its output budget from now on (say, the whole text's, with the last)."""
         if not self._dead and request_id in self._queues:
-            self._post_if_alive(ExtendText(request_id, list(text_ids), final))
+            self._post_if_alive(ExtendText(request_id, list(text_ids), final, max_tokens))
 
     def pause(self, request_id: str, paused: bool) -> None:
         """Backpressure: stops (or resumes) generating for a request whose client is behind."""

@@ -74,6 +74,7 @@ class EngineCore:
     def step(self) -> list[AudioChunk]:
         started = self.clock()
         self._admit_queued(started)
+        self.requests.fill_starved(started, self.config.capacity.feed_slack_seconds)
         scheduled = self.scheduler.schedule(self.clock())
         result = self.runner.execute(scheduled.chunks, self.requests.streams_of(scheduled))
         self.requests.record_outputs(scheduled, result, self.clock())
@@ -117,21 +118,23 @@ class EngineCore:
         else:
             self.requests.abort(request_id)
 
-    def extend_text(self, request_id: str, text_ids: list[int], final: bool) -> None:
+    def extend_text(self, request_id: str, text_ids: list[int], final: bool, max_tokens: int | None = None) -> None:
         """More text of a live request (its prompt's `text_complete` False), read while it speaks;
-        `final`: the last piece. A stream that has read all it was given waits for this, keeping
-        its blocks and taking no step. Unknown or ended ids: no-op. A request that cannot take it
-        ends with an error (queued: refused)."""
+        `final`: the last piece; `max_tokens`: its output budget from now on (within the context,
+        and never below one more output). A stream that has read all it was given waits for this,
+        keeping its blocks and taking no step (or reads fillers). Unknown or ended ids: no-op. A
+        request that cannot take it ends with an error (queued: refused)."""
         request = self.requests.get(request_id)
         if request is not None:
             if request.finish_reason is None:
-                self.requests.extend_text(request, text_ids, final)
+                self.requests.extend_text(request, text_ids, final, max_tokens, self.limits.context_tokens)
             return
         queued = next((r for r in self.admission.queue if r.request_id == request_id), None)
         if queued is None:
             return
         try:
-            self.requests.extend_text(queued, text_ids, final)  # type: ignore[arg-type]
+            self.requests.extend_text(queued, text_ids, final, max_tokens,  # type: ignore[arg-type]
+                                     self.limits.context_tokens)
         except ValueError as exc:
             self.admission.withdraw(request_id)
             self.family.release(queued.stream)  # type: ignore[attr-defined]
@@ -150,7 +153,13 @@ class EngineCore:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.admission.queue) or self.requests.has_work
+        return bool(self.admission.queue) or self.requests.has_work or self.seconds_until_work() == 0
+
+    def seconds_until_work(self) -> float:
+        """With no work now: how long until a stream waiting for its text reads a filler (its
+        listener runs low: `feed_slack_seconds`, the level at which the audio stage feeds every
+        step); inf when none will."""
+        return self.requests.seconds_until_fill(self.clock(), self.config.capacity.feed_slack_seconds)
 
     def refresh_room_estimate(self) -> None:
         """Publishes the room for new requests and the step costs in the stats (projections over

@@ -49,7 +49,9 @@ class CoreLoop:
         self.core.refresh_room_estimate()
         self.send([CoreReady(self.core.sample_rate, self.core.limits, self.core.stats)])
         while True:
-            commands = self.receive(0.0 if self.core.has_work else STATS_INTERVAL_S)
+            # NOTE: idle, it wakes for a command, the next stats, or a stream waiting for text
+            # whose listener is about to run dry (it then reads a filler).
+            commands = self.receive(0.0 if self.core.has_work else min(STATS_INTERVAL_S, self.core.seconds_until_work()))
             replies: list = []
             for command in commands:
                 if isinstance(command, Shutdown):
@@ -74,7 +76,7 @@ class CoreLoop:
             self.core.set_paused(command.request_id, command.paused)
             return []
         if isinstance(command, ExtendText):
-            self.core.extend_text(command.request_id, command.text_ids, command.final)
+            self.core.extend_text(command.request_id, command.text_ids, command.final, command.max_tokens)
             return []
         if isinstance(command, AddRequest):
             try:

@@ -46,6 +46,9 @@ class ExtendText:
     request_id: str
     text_ids: list[int]
     final: bool = False
+    # The request's output budget from now on (its whole text's, known with the last piece);
+    # None: unchanged.
+    max_tokens: int | None = None
 
 
 @dataclass(slots=True)

@@ -109,8 +109,11 @@ class RequestTable:
         request.finish_reason = request.finish_reason or "abort"
         self._aborted.append(request_id)
 
-    def extend_text(self, request: Request, text_ids: Sequence[int], final: bool) -> None:
-        """More live text for a request (started or queued); a request that cannot take it fails."""
+    def extend_text(self, request: Request, text_ids: Sequence[int], final: bool, max_tokens: int | None,
+                    context_tokens: int) -> None:
+        """More live text for a request (started or queued), and its output budget from now on
+        (`max_tokens`, unless None: within `context_tokens`, never below one more output); a
+        request that cannot take the text fails."""
         try:
             self.family.extend_text(request.stream, text_ids, final)
         except ValueError as exc:
@@ -118,6 +121,10 @@ class RequestTable:
                 self._fail(request.request_id, exc)
                 return
             raise
+        if max_tokens is not None:
+            seq = request.seq
+            seq.max_output_tokens = max(seq.num_output_tokens + 1,
+                                        min(max_tokens, context_tokens - seq.num_prompt_tokens))
         self._await_input(request)
 
     def _await_input(self, request: Request) -> None:
@@ -127,6 +134,28 @@ class RequestTable:
         if awaiting and not request.seq.awaiting_input and request.request_id in self._requests:
             self.audio.drain(request.request_id)
         request.seq.awaiting_input = awaiting
+
+    def fill_starved(self, now: float, low_slack: float) -> None:
+        """Streams awaiting their text whose listener has heard nothing yet, or holds at most
+        `low_slack` seconds, read a filler and take a step (SpeechFamily.fill_input): the model
+        speaks on what it has read, so text that comes slower than it reads leaves no gap."""
+        for request in self._fillable():
+            slack = request.listener.slack(now)
+            if slack is None or slack <= low_slack:
+                self.family.fill_input(request.stream)
+                self._await_input(request)
+
+    def seconds_until_fill(self, now: float, low_slack: float) -> float:
+        """How long until `fill_starved` fills a stream (0: now; inf: none waits that may)."""
+        soonest = float("inf")
+        for request in self._fillable():
+            slack = request.listener.slack(now)
+            soonest = min(soonest, 0.0 if slack is None else max(0.0, slack - low_slack))
+        return soonest
+
+    def _fillable(self) -> Iterable[Request]:
+        return (r for r in self._requests.values() if r.seq.awaiting_input and not r.seq.paused
+                and r.finish_reason is None and self.family.can_fill_input(r.stream))
 
     def pause(self, request_id: str, paused: bool) -> None:
         request = self._requests.get(request_id)

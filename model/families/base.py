@@ -183,6 +183,17 @@ class SpeechFamily(ABC):
         has read all it was given): it keeps its blocks and takes no step until `extend_text`."""
         return False
 
+    def can_fill_input(self, stream: StreamState) -> bool:
+        """Whether a stream that `needs_input` may read a filler instead of the text it waits
+        for (`fill_input`), so that it goes on speaking what it has read while its listener is
+        about to run dry. False for a family without one, and for a stream that has read as many
+        fillers in a row as it may (its model has said all it read by then: a gap beats babble)."""
+        return False
+
+    def fill_input(self, stream: StreamState) -> None:
+        """Puts a filler where the text the stream waits for would go (`can_fill_input` first)."""
+        raise ValueError(f"{self.name} has no filler for text that has not arrived")
+
 
 class PromptFrontend(ABC):
     """Text → SpeechPrompt for one model; cheap to load (tokenizer or phonemizer, no weights).

@@ -35,7 +35,7 @@ class Qwen3Family(SpeechFamily):
     prompt_len + k: the sum of frame k's code embeddings (code 0 from the talker's table, code j
     from the predictor's table j - 1) plus the text the talker reads then. The talker never
     samples the special codec ids (the top of its vocabulary) except end of speech, which stops
-    the stream without a frame."""
+    the stream without a frame, and which a live stream cannot sample before its last text."""
 
     name = "qwen3_tts"
     backbone: LlamaModel
@@ -128,6 +128,11 @@ class Qwen3Family(SpeechFamily):
 
     def emit(self, head_out: TalkerOutput, streams: Sequence[Qwen3Stream]) -> list[list[int]]:
         logits = head_out.logits.masked_fill(self._suppressed, float("-inf"))
+        # A live stream whose text has not ended may not end either: the model would stop at the
+        # end of what it has read, and the rest of the text would have no stream to go to.
+        unfinished = [row for row, stream in enumerate(streams) if not stream.text_complete]
+        if unfinished:
+            logits[unfinished, self.config.codec.eos] = float("-inf")
         first = self.sampler(logits, [s.sampling for s in streams], self._stop_ids)
         rest = self.predictor.predict(head_out.hidden, self.backbone.embed_tokens(first),
                                       [s.depth_sampling for s in streams])
@@ -138,6 +143,12 @@ class Qwen3Family(SpeechFamily):
 
     def needs_input(self, stream: Qwen3Stream) -> bool:
         return stream.needs_text
+
+    def can_fill_input(self, stream: Qwen3Stream) -> bool:
+        return stream.can_fill
+
+    def fill_input(self, stream: Qwen3Stream) -> None:
+        stream.fill()
 
     def accept(self, stream: Qwen3Stream, output: list[int]) -> FrameUpdate:
         stream.sampling.append(output[0])

@@ -8,6 +8,12 @@ from model.families.qwen3_tts.config import MIN_FRAMES, SamplingDefaults
 from model.families.qwen3_tts.prompt import Qwen3Prompt
 from model.sampling import SamplingParams, SamplingState
 
+# The most fillers (tts_pad) a live stream reads in a row while it waits for text: 2 s of audio at
+# 12.5 frames a second. The model speaks the text it has read a few frames behind its reading
+# (that is what it does after the end of a whole text), so a listener hears no gap between words
+# that come slower than the model reads them; past this its backlog is surely spoken, and it waits.
+MAX_FILLS_IN_A_ROW = 25
+
 
 def sub_talker_params(params: SamplingParams, defaults: SamplingDefaults) -> SamplingParams:
     """The code predictor's sampling for a request: the checkpoint's sub-talker settings; greedy
@@ -24,8 +30,9 @@ def sub_talker_params(params: SamplingParams, defaults: SamplingDefaults) -> Sam
 class Qwen3Stream(StreamState):
     """Invariant: `frames[:num_frames]` are the accepted frames in order ([n, G] codes), and the
     talker's input at position prompt_len + k (k < num_frames) is frame k's embedding plus the
-    text id `trailing_id(k)` (for live text, only once that text has arrived: until then
-    `needs_text`). `sampling` sees code 0 only (its repetition penalty, as the
+    text id `trailing_id(k)` (for live text, only once that text has arrived, or a filler has
+    taken its place: until then `needs_text`); `trailing` is exactly what was read, fillers
+    included. `sampling` sees code 0 only (its repetition penalty, as the
     reference's, covers the codes 0 generated so far); `depth_sampling` draws codes 1..G-1."""
 
     def __init__(self, prompt: Qwen3Prompt, params: SamplingParams, defaults: SamplingDefaults,
@@ -39,6 +46,7 @@ class Qwen3Stream(StreamState):
         # The text read at decode positions: the prompt's, then (live text) each piece extended.
         self.trailing = list(prompt.trailing_ids)
         self.text_complete = prompt.text_complete
+        self.fills_in_a_row = 0
 
     @property
     def qwen3_prompt(self) -> Qwen3Prompt:
@@ -53,6 +61,7 @@ class Qwen3Stream(StreamState):
         if self.text_complete:
             raise ValueError("this stream's text is complete: it was prepared whole, or its last piece came")
         self.trailing += text_ids
+        self.fills_in_a_row = 0
         if final:
             self.trailing.append(tts_eos)
             self.text_complete = True
@@ -61,6 +70,19 @@ class Qwen3Stream(StreamState):
     def needs_text(self) -> bool:
         """Its next input (frame num_frames - 1's, read with that frame's text) waits for text."""
         return not self.text_complete and len(self.trailing) < self.num_frames
+
+    @property
+    def can_fill(self) -> bool:
+        """Whether it waits for text and may read tts_pad there (MAX_FILLS_IN_A_ROW)."""
+        return self.needs_text and self.fills_in_a_row < MAX_FILLS_IN_A_ROW
+
+    def fill(self) -> None:
+        """Reads tts_pad where the text it waits for would go: the model reads pads after a whole
+        text's end, and goes on speaking meanwhile."""
+        if not self.can_fill:
+            raise ValueError("the stream does not wait for text, or has read all the fillers it may in a row")
+        self.trailing.append(self.tts_pad)
+        self.fills_in_a_row += 1
 
     def append_frame(self, codes: list[int]) -> torch.Tensor:
         if self.num_frames == self.frames.shape[0]:

@@ -3,6 +3,8 @@ Whatever the text's timing, the stream speaks the codes of its whole text read i
 while it has read all it was given it takes no step and its audio made so far leaves at once."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from model.config import ModelConfig
@@ -41,10 +43,10 @@ def recorded_codes(family) -> dict[int, list[list[int]]]:
     return frames
 
 
-def whole_text_codes(family, frontend) -> list[list[int]]:
+def codes_of(family, prompt, params=GREEDY) -> list[list[int]]:
     frames = recorded_codes(family)
     core = make_core(family)
-    core.add_request("whole", frontend.prepare("".join(PIECES), "ryan", non_streaming=False), GREEDY)
+    core.add_request("whole", prompt, params)
     stream = started(core, "whole").stream
     drain(core)
     del family.accept
@@ -53,9 +55,12 @@ def whole_text_codes(family, frontend) -> list[list[int]]:
 
 @pytest.mark.parametrize("gaps", [(0, 0, 0, 0, 0, 0), (3, 1, 5, 0, 2, 9), (12, 12, 12, 12, 12, 12)],
                          ids=["all-at-once", "uneven", "slower-than-speech"])
-def test_live_text_speaks_the_codes_of_its_whole_text(qwen3, gaps):
-    """Pieces arriving after `gaps` steps each (12: the stream runs out of text and waits): the
-    same codes as the whole text prepared at once in streaming mode, in one engine request."""
+def test_live_text_speaks_what_it_read(qwen3, gaps):
+    """Pieces arriving after `gaps` steps each (the stream runs out of text and, its listener
+    having little or nothing to play, reads fillers): in one engine request, the codes of a
+    whole prompt that reads what the live stream read, position by position, and does not end
+    before the live text did; with all the text there from the start, exactly the whole text's
+    codes in streaming mode."""
     family, frontend = qwen3
     first, rest = PIECES[0], PIECES[1:]
     whole = frontend.prepare("".join(PIECES), "ryan", non_streaming=False)
@@ -63,21 +68,61 @@ def test_live_text_speaks_the_codes_of_its_whole_text(qwen3, gaps):
     pieces = [frontend.live_text_ids(piece) for piece in rest]
     # The pieces tokenize as the whole does (each starts at a word): the inputs are the same.
     assert live.trailing_ids + [i for ids in pieces for i in ids] == whole.trailing_ids[:-1]
-    want = whole_text_codes(family, frontend)
+    params = GREEDY.replace(max_tokens=120)
     frames = recorded_codes(family)
     core = make_core(family)
-    core.add_request("live", live, GREEDY)
+    core.add_request("live", live, params)
     stream = started(core, "live").stream
-    waited = 0
     for gap, ids in zip(gaps, pieces):
         for _ in range(gap):
-            waited += core.requests.get("live").seq.awaiting_input
             core.step()
         core.extend_text("live", ids, final=ids is pieces[-1])
+    final_at = stream.num_frames  # the frames made before its text ended, which could not be its end
     drain(core)
     del family.accept
-    assert frames[id(stream)] == want
-    assert (waited > 0) == (max(gaps) == 12)
+    pad = family.config.text.tts_pad
+    text_read = [i for i in stream.trailing[: stream.trailing.index(family.config.text.tts_eos)] if i != pad]
+    assert text_read == whole.trailing_ids[:-1]  # every piece read, in order, once
+    read_whole = replace(whole, trailing_ids=stream.trailing)
+    assert frames[id(stream)] == codes_of(family, read_whole, params.replace(min_tokens=final_at))
+    fills = stream.trailing.index(family.config.text.tts_eos) - len(text_read)
+    if max(gaps) == 12:  # slower than it reads: it ran out, and its listener had little to play
+        assert fills > 0
+    if not any(gaps):
+        assert fills == 0 and frames[id(stream)] == codes_of(family, whole, params)
+
+
+def test_a_waiting_stream_reads_fillers_only_while_its_listener_runs_low(qwen3):
+    """Out of text, a stream reads a filler each step until its listener holds more than the
+    feed level, then takes no step until the listener runs low again (the engine wakes itself
+    for that), and reads at most MAX_FILLS_IN_A_ROW in a row; its text resets the count."""
+    from model.families.qwen3_tts.stream import MAX_FILLS_IN_A_ROW
+
+    family, frontend = qwen3
+    core = make_core(family)
+    low = core.config.capacity.feed_slack_seconds
+    core.add_request("live", frontend.prepare("Hi", "ryan", live=True), SamplingParams(temperature=0.0, max_tokens=500))
+    request = started(core, "live")
+    drain(core)  # fillers until its listener holds more than `low`, then idle
+    stream, listener = request.stream, request.listener
+    assert stream.fills_in_a_row > 0 and request.seq.awaiting_input and not core.has_work
+    assert listener.slack(core.clock()) > low
+    wait = core.seconds_until_work()
+    assert wait == pytest.approx(listener.slack(core.clock()) - low)
+    core.clock.advance(wait)
+    assert core.has_work
+    fills = stream.fills_in_a_row
+    core.step()
+    assert stream.fills_in_a_row == fills + 1
+    while stream.fills_in_a_row < MAX_FILLS_IN_A_ROW:
+        core.clock.advance(max(core.seconds_until_work(), 0.0) + 0.01)
+        drain(core)
+    core.clock.advance(10.0)  # the listener has run dry, but the stream has read all the fillers it may
+    assert not core.has_work and core.seconds_until_work() == float("inf")
+    core.extend_text("live", frontend.live_text_ids(" there"), final=False)
+    assert stream.fills_in_a_row == 0 and core.has_work
+    core.abort_request("live")
+    drain(core)
 
 
 def test_a_stream_out_of_text_takes_no_step_and_sends_its_audio(qwen3):
@@ -85,12 +130,12 @@ def test_a_stream_out_of_text_takes_no_step_and_sends_its_audio(qwen3):
     core = make_core(family)
     core.add_request("live", frontend.prepare("Hi", "ryan", live=True), GREEDY)
     seq = started(core, "live").seq
-    chunks = []
-    while not seq.awaiting_input:
-        chunks += core.step()
+    # Out of text, it reads fillers while its listener runs low, then is idle once its audio is
+    # out: no work until text comes or its listener runs low again.
+    chunks = drain(core).get("live", [])
     tokens = seq.num_computed_tokens
-    chunks += drain(core).get("live", [])  # idle once its audio is out: no work until text comes
-    assert not core.has_work and seq.num_computed_tokens == tokens
+    assert seq.awaiting_input and not core.has_work and core.seconds_until_work() > 0
+    assert not drain(core) and seq.num_computed_tokens == tokens
     sent = sum(len(c.pcm) for c in chunks)
     assert sent == seq.num_output_tokens * family.codec.samples_per_frame  # every frame made is heard
     core.extend_text("live", frontend.live_text_ids(" there."), final=True)
@@ -153,3 +198,24 @@ def test_families_that_need_whole_text_refuse_live_text(tiny_model, tiny_fronten
     assert not tiny_frontend.takes_live_text()
     with pytest.raises(ValueError):
         tiny_frontend.live_text_ids("more")
+
+
+def test_the_last_piece_sets_the_budget_of_the_whole_text(qwen3):
+    """A live request speaks on a whole turn's budget until its text ends; the last piece's
+    `max_tokens` (its text's) then bounds it, never below one more output, within the context."""
+    family, frontend = qwen3
+    core = make_core(family)
+    core.add_request("live", frontend.prepare("Hi", "ryan", live=True), SamplingParams(temperature=0.0, max_tokens=500))
+    request = started(core, "live")
+    for _ in range(5):
+        core.step()
+    made = request.seq.num_output_tokens
+    core.extend_text("live", frontend.live_text_ids(" there."), final=True, max_tokens=1)
+    assert request.seq.max_output_tokens == made + 1
+    drain(core)
+    assert request.seq.num_output_tokens <= made + 1
+    core.add_request("long", frontend.prepare("Hi", "ryan", live=True), SamplingParams(temperature=0.0, max_tokens=500))
+    core.extend_text("long", frontend.live_text_ids(" there."), final=True, max_tokens=10**6)
+    seq = started(core, "long").seq
+    assert seq.max_output_tokens == core.limits.context_tokens - seq.num_prompt_tokens
+    drain(core)
