@@ -42,6 +42,7 @@ open and says what was dropped:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -60,6 +61,7 @@ from api.http.json_limits import InvalidJson, loads_bounded
 from api.http.quoting import quoted
 from api.speech.audio.pipeline import AudioPipeline
 from api.speech.errors import INVALID_PRONUNCIATION, INVALID_SSML, STREAM_FAILURES, SpeechError
+from api.speech.live_text import LiveTextSegments
 from api.speech.markup import pronunciations_in_force, speech_parts
 from api.speech.planning import PlannedText, SpeechSegments
 from api.speech.start import check_ready, start_synthesis
@@ -122,7 +124,8 @@ def parse_message(raw: str, max_bytes: int) -> dict:
 async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encoding: str | None = None,
                        sample_rate: str | None = None, speed: str | None = None,
                        timestamps: str | None = None, language: str | None = None,
-                       instructions: str | None = None, normalize: str | None = None) -> None:
+                       instructions: str | None = None, normalize: str | None = None,
+                       live_text: str | None = None) -> None:
     state = websocket.app.state
     request_id = str(uuid.uuid4())
     subprotocol, owner = _authenticated(websocket, state.api_keys)
@@ -135,6 +138,7 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
         choice = audio_choice(SOCKET_ENCODINGS, encoding, None, sample_rate, DEFAULT_SOCKET_ENCODING)
         speed_value = parse_speed(speed)
         words = state.catalog.asks_word_timestamps(timestamps)
+        live = parse_flag("live_text", live_text) is not False and state.engine.frontend.takes_live_text(voice.clone)
     except (UnknownModel, InvalidAudioQuery) as exc:
         code = "UNKNOWN_MODEL" if isinstance(exc, UnknownModel) else "INVALID_QUERY_PARAMETER"
         await websocket.send_denial_response(DeepgramError(400, code, str(exc)).response(request_id))
@@ -146,7 +150,7 @@ async def speak_socket(websocket: WebSocket, model: str = DEFAULT_MODEL, encodin
         await websocket.send_denial_response(exc.response(request_id))
         return
     await websocket.accept(subprotocol=subprotocol or None)
-    session = SpeakSession(websocket, state, voice, choice, speed_value, words)
+    session = SpeakSession(websocket, state, voice, choice, speed_value, words, live)
     await session.serve({"type": "Metadata", "request_id": request_id, "model_name": model,
                          "model_version": MODEL_VERSION, "model_uuid": model_uuid(model)})
 
@@ -179,7 +183,13 @@ class Turn:
         engine = session.state.engine
         self.model_speed = engine.frontend.model_speed(session.speed)
         params = engine.frontend.default_sampling()
-        self.segments: SpeechSegments = session.state.planner.plan_live(session.voice, self.model_speed, params)
+        planner = session.state.planner
+        self.segments: SpeechSegments | LiveTextSegments
+        if session.live_text:
+            self.segments = LiveTextSegments(engine, planner, session.voice, self.model_speed, params,
+                                             pronounce=session.pronounced)
+        else:
+            self.segments = planner.plan_live(session.voice, self.model_speed, params)
         self.flush_id: int | None = None
         self.ended = asyncio.Event()  # its Flush (or Close) has come: no more text
         self.sending = False  # its audio is going out (the turns before it are done)
@@ -189,6 +199,16 @@ class Turn:
 
     def extend(self, texts: list[str | PlannedText]) -> None:
         self.segments.extend(texts)
+
+    @property
+    def reads_live(self) -> bool:
+        """Whether its text still goes into its running request word by word (`add_text`)."""
+        return isinstance(self.segments, LiveTextSegments) and self.segments.live
+
+    def add_text(self, text: str) -> str:
+        """Live text into its running request; returns what it had no room for (see LiveTextSegments)."""
+        assert isinstance(self.segments, LiveTextSegments)
+        return self.segments.add_text(text)
 
     def finish(self, flush_id: int | None) -> None:
         self.flush_id = flush_id
@@ -295,8 +315,10 @@ class SpeakSession:
     ends, every engine request it opened is aborted."""
 
     def __init__(self, websocket: WebSocket, state, voice: VoiceChoice, choice: AudioChoice, speed: float,
-                 timestamps: bool = False) -> None:
+                 timestamps: bool = False, live_text: bool = False) -> None:
         self.websocket = websocket
+        # Each turn is one engine request that reads its words as they come (api/speech/live_text.py).
+        self.live_text = live_text
         self.state = state
         self.settings: ApiSettings = state.settings
         self.voice = voice
@@ -438,6 +460,8 @@ class SpeakSession:
             self._check_length(text)
             if is_ssml(text):
                 segments = await _off_loop(len(text), self._ssml_segments, text)
+            elif self.live_text and (self.turn is None or self.turn.reads_live):
+                segments = await self._live(text)
             else:
                 segments = await _off_loop(len(text), self._cut, text)
         except Refused as exc:
@@ -446,6 +470,20 @@ class SpeakSession:
         self.turn_chars += len(text)
         if segments:
             self._current_turn().extend(segments)
+
+    async def _live(self, text: str) -> list[str]:
+        """A Speak's text into the turn's running request (a model that reads live text); the
+        segments of what it had no room for, cut as any other turn's text."""
+        open_word = self.turn.segments.open_word if self.turn is not None else ""  # type: ignore[union-attr]
+        check = functools.partial(check_runs, open_word + text, self.settings.max_word_chars)
+        try:
+            await _off_loop(len(text), check)
+        except UncuttableText as exc:
+            raise Refused(error_message("WORD_TOO_LONG", f"The Speak's text was dropped: {exc}")) from None
+        if not text:
+            return []
+        overflow = self._current_turn().add_text(text)
+        return await _off_loop(len(overflow), self._cut, overflow) if overflow else []
 
     def _ssml_segments(self, document: str) -> list[str | PlannedText]:
         """An SSML Speak (a whole `<speak>` document): the text buffered before it, then its own
@@ -461,6 +499,10 @@ class SpeakSession:
             raise Refused(error_message("WORD_TOO_LONG", f"The Speak was dropped: {exc}")) from None
         rest = self.text.flush()
         return ([] if rest is None else self._pronounced([rest])) + planned
+
+    def pronounced(self, text: str) -> str:
+        """`text` (whole words) with the connection's pronunciations applied, as they stand now."""
+        return self._pronounced([text])[0]
 
     def _pronounced(self, segments: list[str]) -> list[str]:
         """Plain-text segments with the connection's pronunciations applied (words are whole

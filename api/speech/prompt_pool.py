@@ -104,15 +104,18 @@ class PromptPool:
         return next(self._arrivals)
 
     def submit(self, text: str, voice: VoiceChoice, speed: float, *, arrival: int, index: int, first: bool,
-               max_tokens: int | None = None) -> asyncio.Future:
+               max_tokens: int | None = None, live: bool = False) -> asyncio.Future:
         """Queues the prompt of `text` in `voice` (its name, language, instructions, clone) at `speed`,
         of at most `max_tokens`, for segment `index` of the speech that arrived `arrival`-th;
         `first`: its first audio waits on this one. Cancelling the returned future drops the job.
         A prompt the pool's cache holds (the same text, voice and options prepared before) comes
-        back at once, as a future already done, and one prepared now is kept there."""
+        back at once, as a future already done, and one prepared now is kept there. `live`: the
+        prompt of a live text's first words (`prepare(live=True)`), never cached."""
         extra = {} if voice.clone is None else {"clone": voice.clone}
+        if live:
+            extra["live"] = True
         key = None
-        if self.cache is not None and voice.clone is None and len(text) <= MAX_CACHED_CHARS:
+        if self.cache is not None and voice.clone is None and not live and len(text) <= MAX_CACHED_CHARS:
             key = PromptKey(text, voice.normalize, voice.name, speed, voice.language, voice.instructions)
             cached = self.cache.get(key)
             # A prompt over this job's token limit goes to the front end, whose count decides.

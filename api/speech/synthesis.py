@@ -51,6 +51,8 @@ class Segment:
     rate: float = 1.0
     pause_before: float = 0.0
     pause_after: float = 0.0
+    # The engine request's id, when the source must know it (live text is sent to it); else new.
+    request_id: str | None = None
 
 
 class SegmentSource(Protocol):
@@ -264,7 +266,7 @@ class SegmentedSynthesis:
             self._segment_words[index] = segment.prompt.words
             if segment.pause_before or segment.pause_after:
                 self._pauses[index] = (segment.pause_before, segment.pause_after)
-            request_id = self._request_ids[index] = uuid.uuid4().hex
+            request_id = self._request_ids[index] = segment.request_id or uuid.uuid4().hex
             follows = self._request_ids[index - 1] if index else self._first_follows
             try:
                 async for chunk in self._client.synthesize(segment.text, self._voice, segment.params,

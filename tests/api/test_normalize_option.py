@@ -61,7 +61,8 @@ def test_deepgram_routes_take_it_as_a_query_parameter(client):
     assert spoken.status_code == 200 and texts == [SAID]
     bad = client.post("/v1/speak?model=ryan&normalize=yes", json={"text": TEXT})
     assert bad.status_code == 400 and "normalize must be true or false" in bad.json()["err_msg"]
-    with client.websocket_connect("/v1/speak?model=ryan&encoding=linear16&normalize=true") as socket:
+    # Sentence by sentence (live text reads the first words alone: test_live_text_socket.py).
+    with client.websocket_connect("/v1/speak?model=ryan&encoding=linear16&normalize=true&live_text=false") as socket:
         assert json.loads(socket.receive_text())["type"] == "Metadata"
         socket.send_text(json.dumps({"type": "Speak", "text": TEXT}))
         socket.send_text(json.dumps({"type": "Flush"}))
