@@ -56,12 +56,13 @@ class EngineCore:
                                       config.scheduler.max_num_seqs, config.cache.codec_state_slots)
         self.sample_rate = codec.sample_rate
         self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
-        self.requests = RequestTable(self.family, self.scheduler, self.audio, self.stats, self.sample_rate)
         self._refused: list[tuple[str, RequestRejected]] = []  # queued, then refused: not yet told
         self.limits = EngineLimits(
             context_tokens=min(self.family.max_model_len, self.kv_manager.num_blocks * config.cache.block_size),
             outputs_per_second=self.family.outputs_per_second,
         )
+        self.requests = RequestTable(self.family, self.scheduler, self.audio, self.stats, self.sample_rate,
+                                     self.limits.context_tokens)
         frames_per_output = codec.sample_rate / codec.samples_per_frame / self.limits.outputs_per_second
         self.admission = Admission(
             config.capacity, config.scheduler.max_num_seqs, self.step_cost, 1.0 / self.limits.outputs_per_second,
@@ -120,21 +121,20 @@ class EngineCore:
 
     def extend_text(self, request_id: str, text_ids: list[int], final: bool, max_tokens: int | None = None) -> None:
         """More text of a live request (its prompt's `text_complete` False), read while it speaks;
-        `final`: the last piece; `max_tokens`: its output budget from now on (within the context,
-        and never below one more output). A stream that has read all it was given waits for this,
+        `final`: the last piece; `max_tokens`: the output budget of its text so far (the fillers
+        it reads come on top; within the context, never below one more output). A stream that has read all it was given waits for this,
         keeping its blocks and taking no step (or reads fillers). Unknown or ended ids: no-op. A
         request that cannot take it ends with an error (queued: refused)."""
         request = self.requests.get(request_id)
         if request is not None:
             if request.finish_reason is None:
-                self.requests.extend_text(request, text_ids, final, max_tokens, self.limits.context_tokens)
+                self.requests.extend_text(request, text_ids, final, max_tokens)
             return
         queued = next((r for r in self.admission.queue if r.request_id == request_id), None)
         if queued is None:
             return
         try:
-            self.requests.extend_text(queued, text_ids, final, max_tokens,  # type: ignore[arg-type]
-                                     self.limits.context_tokens)
+            self.requests.extend_text(queued, text_ids, final, max_tokens)  # type: ignore[arg-type]
         except ValueError as exc:
             self.admission.withdraw(request_id)
             self.family.release(queued.stream)  # type: ignore[attr-defined]

@@ -32,6 +32,8 @@ class Request:
     # (None: the first segment, or one whose predecessor's audio is all out).
     follows: Request | None = None
     first_scheduled: float | None = None
+    # Fillers its stream has read while waiting for live text: each adds an output to its budget.
+    fillers: int = 0
     finish_reason: str | None = None
     error: str | None = None
 

@@ -32,8 +32,9 @@ class RequestTable:
     """
 
     def __init__(self, family: SpeechFamily, scheduler: Scheduler, audio: AudioStage, stats: EngineStats,
-                 sample_rate: int) -> None:
+                 sample_rate: int, context_tokens: int) -> None:
         self.family = family
+        self.context_tokens = context_tokens
         self.scheduler = scheduler
         self.audio = audio
         self.stats = stats
@@ -109,11 +110,10 @@ class RequestTable:
         request.finish_reason = request.finish_reason or "abort"
         self._aborted.append(request_id)
 
-    def extend_text(self, request: Request, text_ids: Sequence[int], final: bool, max_tokens: int | None,
-                    context_tokens: int) -> None:
-        """More live text for a request (started or queued), and its output budget from now on
-        (`max_tokens`, unless None: within `context_tokens`, never below one more output); a
-        request that cannot take the text fails."""
+    def extend_text(self, request: Request, text_ids: Sequence[int], final: bool, max_tokens: int | None) -> None:
+        """More live text for a request (started or queued), and the output budget of its text
+        so far (`max_tokens`, unless None), to which each filler it read adds one; a request that
+        cannot take the text fails."""
         try:
             self.family.extend_text(request.stream, text_ids, final)
         except ValueError as exc:
@@ -122,10 +122,13 @@ class RequestTable:
                 return
             raise
         if max_tokens is not None:
-            seq = request.seq
-            seq.max_output_tokens = max(seq.num_output_tokens + 1,
-                                        min(max_tokens, context_tokens - seq.num_prompt_tokens))
+            self._budget(request, max_tokens + request.fillers)
         self._await_input(request)
+
+    def _budget(self, request: Request, max_tokens: int) -> None:
+        """Sets a request's output budget: within the context, never below one more output."""
+        seq = request.seq
+        seq.max_output_tokens = max(seq.num_output_tokens + 1, min(max_tokens, self.context_tokens - seq.num_prompt_tokens))
 
     def _await_input(self, request: Request) -> None:
         """A stream that has read all the live text it was given stops taking steps, and the
@@ -142,7 +145,10 @@ class RequestTable:
         for request in self._fillable():
             slack = request.listener.slack(now)
             if slack is None or slack <= low_slack:
+                # NOTE: a filler's frame is not the text's: it does not count against the budget.
                 self.family.fill_input(request.stream)
+                request.fillers += 1
+                self._budget(request, request.seq.max_output_tokens + 1)
                 self._await_input(request)
 
     def seconds_until_fill(self, now: float, low_slack: float) -> float:

@@ -480,8 +480,8 @@ class SpeakSession:
             await _off_loop(len(text), check)
         except UncuttableText as exc:
             raise Refused(error_message("WORD_TOO_LONG", f"The Speak's text was dropped: {exc}")) from None
-        if not text:
-            return []
+        if not text.strip() and self.turn is None:
+            return []  # whitespace before a turn's first word says nothing: no turn for it
         overflow = self._current_turn().add_text(text)
         return await _off_loop(len(overflow), self._cut, overflow) if overflow else []
 

@@ -54,9 +54,7 @@ class LiveTextSegments:
         self._planner = planner
         self._voice = voice
         self._speed = speed
-        self._base_params = params
-        # Until its text ends, a live request may speak as long as a whole turn's text could.
-        self._params = params.replace(max_tokens=self._outputs_for(planner.settings.socket_max_turn_chars))
+        self._params = params
         self._pronounce = pronounce
         self.rest: SpeechSegments = planner.plan_live(voice, speed, params)
         self.live = True  # it takes text; False once its text has ended
@@ -171,17 +169,17 @@ class LiveTextSegments:
         if self._unsent or self._final:
             ids, self._unsent = self._unsent, []
             self._tokens_left -= len(ids)
-            # With the last piece, the budget of the text it read (as a segment's), instead of
-            # a whole turn's: a model that would not end stops as it would after a whole text.
-            budget = self._outputs_for(self._chars) if self._final else None
-            self._client.extend_text(self.request_id, ids, final=self._final, max_tokens=budget)
+            # Its budget grows with its text, as a segment's of that text would be (the engine
+            # adds the fillers it reads): admission plans for what it has been given, and a
+            # model that would not end stops as it would after a whole text.
+            self._client.extend_text(self.request_id, ids, final=self._final, max_tokens=self._outputs_for(self._chars))
             if self._final:
                 self._registered = False  # nothing more goes to it
 
     def _outputs_for(self, chars: int) -> int:
         """The output budget of `chars` characters of text, as a segment of them gets."""
         settings = self._planner.settings
-        return min(self._base_params.max_tokens, settings.max_tokens_for("x" * chars, self._planner.limits.outputs_per_second))
+        return min(self._params.max_tokens, settings.max_tokens_for("x" * chars, self._planner.limits.outputs_per_second))
 
     def _cancel_timer(self) -> None:
         if self._open_word_timer is not None:
@@ -197,12 +195,13 @@ class LiveTextSegments:
                 prompt = await self._job
                 context = self._planner.limits.context_tokens - len(prompt.token_ids)
                 self._tokens_left = max(0, min(self._params.max_tokens, context) // FRAMES_PER_TEXT_TOKEN)
+                params = self._params.replace(max_tokens=self._outputs_for(self._chars))
                 self._handed_out = True
                 self.request_id = uuid.uuid4().hex
                 # NOTE: the synthesis sends the request once this returns, before it next yields
                 # to the event loop; what was taken meanwhile follows it then.
                 asyncio.get_running_loop().call_soon(self._registered_now)
-                return Segment(self._first_text, self._params, prompt, request_id=self.request_id)
+                return Segment(self._first_text, params, prompt, request_id=self.request_id)
         try:
             return await self.rest.next()
         except NothingToSpeak:

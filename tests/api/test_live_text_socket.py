@@ -163,3 +163,9 @@ def test_the_normalizer_reads_every_piece_when_asked(client, posted):
     frontend = client.app.state.engine.frontend
     assert [i for e in extends for i in e.text_ids] == frontend.live_text_ids(
         " three dollars and fifty cents") + frontend.live_text_ids(" today.")
+
+
+def test_whitespace_alone_makes_no_turn(client, posted):
+    audio, messages = speak_turn(client, ["  ", "\n"])
+    assert audio == b"" and messages == [{"type": "Flushed", "sequence_id": 0}]
+    assert not any(isinstance(c, AddRequest) for c in posted)

@@ -106,6 +106,9 @@ def test_a_waiting_stream_reads_fillers_only_while_its_listener_runs_low(qwen3):
     drain(core)  # fillers until its listener holds more than `low`, then idle
     stream, listener = request.stream, request.listener
     assert stream.fills_in_a_row > 0 and request.seq.awaiting_input and not core.has_work
+    # A filler's frame is not the text's: each adds an output to the budget.
+    room = core.limits.context_tokens - request.seq.num_prompt_tokens
+    assert request.fillers == stream.fills_in_a_row and request.seq.max_output_tokens == min(500 + request.fillers, room)
     assert listener.slack(core.clock()) > low
     wait = core.seconds_until_work()
     assert wait == pytest.approx(listener.slack(core.clock()) - low)
