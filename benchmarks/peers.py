@@ -1,4 +1,5 @@
-"""The peer a user would deploy instead of Chorus for the same voice: Piper's own HTTP server.
+"""The peers a user would deploy instead of Chorus for the same voice: Piper's own HTTP server,
+and Piper's voice served sentence by sentence (benchmarks/piper_sentence_server.py).
 
 `python -m piper.http_server -m <voice .onnx>` (piper-tts, its `http` extra: Flask's threaded
 development server, which is how Piper documents running it) serving the voice file Chorus's
@@ -15,12 +16,13 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.audio_bodies import WavBody
+from benchmarks.audio_bodies import PcmBody, WavBody
 from benchmarks.corpus import BenchRequest
 from benchmarks.http_drivers import HttpDriver
 from benchmarks.server_process import HOST, ServerProcess
 
 PIPER_NAME = "piper http_server"
+PIPER_SENTENCES_NAME = "piper by sentence"
 
 
 def piper_voice() -> tuple[Path, int]:
@@ -47,3 +49,16 @@ def piper_driver(base_url: str) -> HttpDriver:
         return {"text": request.text}
 
     return HttpDriver(PIPER_NAME, base_url, "/synthesize", body, lambda: WavBody(sample_rate), sample_rate)
+
+
+def piper_sentence_server(port: int, workers: int = 2) -> ServerProcess:
+    """Piper's voice streaming sentence by sentence from a pool of `workers` threads."""
+    command = [sys.executable, "-m", "benchmarks.piper_sentence_server", "--port", str(port), "--workers", str(workers)]
+    return ServerProcess("piper-sentences", command, port, "/info", startup_timeout_s=120.0)
+
+
+def piper_sentence_driver(base_url: str) -> HttpDriver:
+    """Its answer is raw 16-bit PCM, streamed a sentence at a time."""
+    _, sample_rate = piper_voice()
+    return HttpDriver(PIPER_SENTENCES_NAME, base_url, "/synthesize", lambda request: {"text": request.text},
+                      PcmBody, sample_rate)

@@ -116,6 +116,10 @@ class ServerProcess:
                 break
         return time.monotonic() - started
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) its processes have used so far (those still running)."""
+        return _session_cpu_seconds(self._process.pid)
+
     def log_tail(self, lines: int = 40) -> str:
         self._log.flush()
         self._log.seek(0)

@@ -1,16 +1,21 @@
-"""Serving benchmark: Chorus's HTTP server against the peer a user would deploy instead, Piper's.
+"""Serving benchmark: Chorus's HTTP server against the peers a user would deploy instead: Piper's
+own server, and Piper's voice streamed sentence by sentence (benchmarks/piper_sentence_server.py).
 
-Both serve the built-in voice (`chorus serve --model joe`, defaults otherwise; `python -m
-piper.http_server` with the .onnx `joe` was distilled from), started and stopped by this script
-on 127.0.0.1, one after the other, never both at once. Same texts (the 30 eval sentences and 10
-paragraphs, cycled), same client (`benchmarks/http_drivers.py`):
+All serve the built-in voice (`chorus serve --model joe`, defaults otherwise; `python -m
+piper.http_server` with the .onnx `joe` was distilled from; the sentence server with the same
+.onnx), started and stopped by this script on 127.0.0.1, one after the other, never two at once.
+Same texts (the 30 eval sentences and 10 paragraphs, cycled), same client
+(`benchmarks/http_drivers.py`):
 
     python -m benchmarks.serving              # full run, ~25 min on the 2-core machine
     python -m benchmarks.serving --quick      # levels 1 and 2, a small burst, pcm: the smoke test
 
 Per system: closed-loop levels (`--concurrency`, `--level-seconds` each, then at most
-`--drain-seconds`), Poisson arrivals and bursts sized from the first system's capacity, and the
-input-length run (TTFA of one sentence against all 30 in one input).
+`--drain-seconds`), paced listeners (`--paced`: each listener asks for its next reply once the
+last has played out, the figure an operator sizes by), Poisson arrivals and bursts sized from the
+first system's capacity, and the input-length run (TTFA of one sentence against all 30 in one
+input). Every level also records the CPU the server's processes and the whole machine used
+(`benchmarks/cpu_meter.py`), and the audio served per CPU-second.
 """
 from __future__ import annotations
 
@@ -30,20 +35,23 @@ from tqdm import tqdm
 from benchmarks.corpus import BenchRequest
 from benchmarks.http_drivers import HttpDriver, chorus_driver, connection_floor
 from benchmarks.input_length import input_length_run
-from benchmarks.peers import piper_driver, piper_server
+from benchmarks.cpu_meter import CpuMeter
+from benchmarks.peers import piper_driver, piper_sentence_driver, piper_sentence_server, piper_server
 from benchmarks.server_process import ServerProcess, chorus_server, free_port
-from benchmarks.serving_metrics import SERVING_CRITERIA, level_summary, serving_capacity
+from benchmarks.serving_metrics import PACED_CRITERIA, SERVING_CRITERIA, level_summary, serving_capacity
 from benchmarks.trace import RequestTrace, percentile
-from benchmarks.workloads import RunResult, burst, closed_loop, poisson
+from benchmarks.workloads import RunResult, burst, closed_loop, paced, poisson
 from evaluation import eval_sentences, paragraphs
 
-SYSTEMS = ("chorus", "piper")
-# Piper answers WAV files only; Chorus's formats in the input-length run are `--input-formats`.
-PIPER_FORMAT = "wav"
+SYSTEMS = ("chorus", "piper", "piper-sentences")
+# What each peer answers (Piper's server: WAV files only); Chorus's formats in the input-length
+# run are `--input-formats`.
+PEER_FORMATS = {"piper": ("wav",), "piper-sentences": ("pcm",)}
 MIN_POISSON_REQUESTS = 20
 # Seconds of load: too short for Poisson arrivals to say anything, so none.
 QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, poisson_fractions=[],
-             burst_multiples=[2.0], input_length_reps=1, input_formats=["pcm"], settle_seconds=5.0)
+             burst_multiples=[2.0], input_length_reps=1, input_formats=["pcm"], settle_seconds=5.0,
+             paced=[2], paced_spread_seconds=1.0)
 
 
 def workload(voice: str) -> list[BenchRequest]:
@@ -56,19 +64,23 @@ def workload(voice: str) -> list[BenchRequest]:
 
 
 def start_server(system: str, args: argparse.Namespace) -> ServerProcess:
-    return chorus_server(args.model, free_port(), args.server_flags.split()) if system == "chorus" else piper_server(free_port())
+    if system == "chorus":
+        return chorus_server(args.model, free_port(), args.server_flags.split())
+    return piper_server(free_port()) if system == "piper" else piper_sentence_server(free_port())
 
 
 def driver_factory(system: str, server: ServerProcess, args: argparse.Namespace) -> Callable[[str], HttpDriver]:
     """The system's client for one response format."""
     if system == "piper":
         return lambda _: piper_driver(server.base_url)
+    if system == "piper-sentences":
+        return lambda _: piper_sentence_driver(server.base_url)
     return lambda response_format: chorus_driver(server.base_url, args.model, response_format)
 
 
-def level_record(load: float, result: RunResult, settle_s: float) -> dict:
+def level_record(load: float, result: RunResult, settle_s: float, cpu: dict) -> dict:
     return {"load": load, "wall_seconds": result.wall_seconds, "settle_seconds": settle_s,
-            **level_summary(result.traces, result.wall_seconds),
+            **level_summary(result.traces, result.wall_seconds), **cpu,
             "traces": [{"sent": round(t.sent, 4), "ok": t.ok, "refused_at": t.refused_at, "retry_after": t.retry_after,
                         "error": t.error, "chunks": [(round(a, 4), n) for a, n in t.chunks]} for t in result.traces]}
 
@@ -78,7 +90,8 @@ def short_line(name: str, label: str, level: dict) -> str:
     return (f"  {name:18s} {label:>12s} {level['requests']:4d} req  p95 TTFA "
             f"{'-' if ttfa is None else f'{1000 * ttfa:.0f} ms':>8s}  viable@200ms "
             f"{level['viable_pct_200ms'] or 0:5.1f} %  429 {level['refused_pct'] or 0:4.1f} %  "
-            f"{level['audio_s_per_wall_s']:.2f} audio s/s  errors {sum(level['errors'].values())}")
+            f"{level['audio_s_per_wall_s']:.2f} audio s/s  CPU {level['server_cpu_pct'] or 0:.0f} % "
+            f"(machine {level['machine_cpu_pct'] or 0:.0f} %)  errors {sum(level['errors'].values())}")
 
 
 def derived_loads(levels: list[dict], args: argparse.Namespace) -> dict:
@@ -116,15 +129,21 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
 
             async def measured(label: str, load: float, run) -> dict:
                 settle = server.wait_idle(args.settle_seconds)
+                meter = CpuMeter(server.cpu_seconds)
+                meter.start()
                 with tqdm(desc=f"{system} {label}", unit="req", leave=False, file=sys.stderr) as bar:
                     result = await run(bar.update)
-                record = level_record(load, result, settle)
+                served = sum(t.audio_seconds for t in result.traces if t.ok)
+                record = level_record(load, result, settle, meter.stop(served))
                 print(short_line(system, label, record), file=sys.stderr)
                 return record
 
             requests = itertools.cycle(texts)
             closed = [await measured(f"x{n}", n, lambda done, n=n: closed_loop(
                 driver, requests, n, args.level_seconds, args.drain_seconds, done)) for n in args.concurrency]
+            listened = [await measured(f"{n} paced", n, lambda done, n=n: paced(
+                driver, requests, n, args.level_seconds, args.drain_seconds, args.paced_spread_seconds, args.seed, done))
+                for n in args.paced]
             loads = loads or derived_loads(closed, args)
             poissons = [await measured(f"{rate:g}/s", rate, lambda done, rate=rate: poisson(
                 driver, requests, rate, poisson_seconds(rate, args), args.drain_seconds, args.seed, done))
@@ -139,9 +158,10 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
         finally:
             await driver.close()
         server.wait_idle(args.settle_seconds)
-        formats = tuple(args.input_formats) if system == "chorus" else (PIPER_FORMAT,)
+        formats = tuple(args.input_formats) if system == "chorus" else PEER_FORMATS[system]
         input_length = await input_length_run(driver_for, formats, args) if args.input_length_reps else []
     return {"system": system, "closed_loop": closed, "capacity_streams": serving_capacity(closed),
+            "paced": listened, "paced_capacity": serving_capacity(listened, PACED_CRITERIA) if listened else None,
             "poisson": poissons, "bursts": bursts, "input_length": input_length, "loads": loads}
 
 
@@ -160,6 +180,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="then how long open requests may finish (later: client timeouts)")
     parser.add_argument("--settle-seconds", type=float, default=30.0,
                         help="before each level, wait at most this long for the server to go idle")
+    parser.add_argument("--paced", type=int, nargs="*", default=[16, 32, 48, 64],
+                        help="paced-listener levels: listeners, each asking for its next reply once the last has played out")
+    parser.add_argument("--paced-spread-seconds", type=float, default=10.0,
+                        help="paced listeners start at random moments within this many seconds")
     parser.add_argument("--poisson-fractions", type=float, nargs="*", default=[0.5, 1.0, 1.5],
                         help="Poisson rates as fractions of the capacity's request rate")
     parser.add_argument("--burst-multiples", type=float, nargs="*", default=[2.0, 4.0],

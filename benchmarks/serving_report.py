@@ -11,7 +11,8 @@ from benchmarks.plot import plot_serving
 from benchmarks.report import machine_line, write_markdown, write_report_json
 from benchmarks.throughput import machine_info
 
-NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)"}
+NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)",
+         "piper-sentences": "Piper's voice sentence by sentence (`benchmarks/piper_sentence_server.py`, 2 threads)"}
 
 
 def _ms(value: float | None) -> str:
@@ -27,18 +28,39 @@ def _errors(errors: dict) -> str:
     return f"{sum(errors.values())} ({', '.join(kinds)})" if kinds else "0"
 
 
+def _cpu(lv: dict) -> str:
+    """Server CPU % (machine CPU %), audio seconds per server CPU-second; '–' for a run without them."""
+    if lv.get("server_cpu_pct") is None:
+        return "– | –"
+    per_cpu = lv["audio_s_per_cpu_s"]
+    return (f"{lv['server_cpu_pct']:.0f} ({lv['machine_cpu_pct']:.0f}) | "
+            f"{'–' if per_cpu is None else f'{per_cpu:.1f}'}")
+
+
 def _row(system: str, label: str, lv: dict) -> str:
     return (f"| {system} | {label} | {lv['requests']} | {_ms(lv['ttfa_p50'])} / {_ms(lv['ttfa_p95'])} / "
             f"{_ms(lv['ttfa_p99'])} | {_pct(lv['viable_pct_0ms'])} / {_pct(lv['viable_pct_200ms'])} | "
-            f"{_pct(lv['refused_pct'])} | {lv['audio_s_per_wall_s']:.2f} | {_errors(lv['errors'])} |")
+            f"{_pct(lv['refused_pct'])} | {lv['audio_s_per_wall_s']:.2f} | {_cpu(lv)} | {_errors(lv['errors'])} |")
+
+
+_LEVEL_HEADER = ["| system | load | requests | TTFA p50 / p95 / p99 ms | viable % (0 / 200 ms buffer) | 429 % | "
+                 "audio s per wall s | CPU % server (machine) | audio s per CPU s | errors |",
+                 "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
 
 
 def level_table(report: dict) -> list[str]:
-    rows = ["| system | load | requests | TTFA p50 / p95 / p99 ms | viable % (0 / 200 ms buffer) | 429 % | "
-            "audio s per wall s | errors |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    rows = list(_LEVEL_HEADER)
     for s in report["systems"]:
         rows += [_row(s["system"], f"{lv['load']:g} streams", lv) for lv in s["closed_loop"]]
         rows += [_row(s["system"], f"Poisson {lv['load']:g}/s", lv) for lv in s["poisson"]]
+    return rows
+
+
+def paced_table(report: dict) -> list[str]:
+    """Paced listeners: each asks for its next reply once the last has played out."""
+    rows = list(_LEVEL_HEADER)
+    for s in report["systems"]:
+        rows += [_row(s["system"], f"{lv['load']:g} listeners", lv) for lv in s.get("paced", [])]
     return rows
 
 
@@ -131,6 +153,7 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
     paths = write_report_json(out, "serving", started_at, report, allow_nan=False)
     work = report["workload"]
     capacities = ", ".join(f"{s['system']} {s['capacity_streams']:g}" for s in report["systems"])
+    paced = ", ".join(f"{s['system']} {s['paced_capacity']:g}" for s in report["systems"] if s.get("paced_capacity") is not None)
     lines = [
         f"# Serving benchmark, {report['date']}", "", f"`{command}`", "",
         machine_line(machine, f"piper-tts {machine['piper_tts']}"), "",
@@ -140,7 +163,11 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
         f"timeouts). TTFA: first audio bytes (Piper: of the WAV's data). TTFA and viable % are of admitted (non-429) "
         f"requests; a failed one is not viable. Capacity: the largest level that, with every level below it, had "
         f"≥ 99 % of all requests admitted and viable at a 200 ms client buffer and p95 TTFA ≤ 250 ms.", "",
-        *level_table(report), "", f"Capacity (streams): {capacities}.", "", *burst_table(report), "",
+        *level_table(report), "", f"Capacity (streams): {capacities}.", "",
+        "Paced listeners: each asks for its next reply once the last has played out (in real time from its "
+        "first byte), the listeners starting at random moments; capacity: the most listeners with ≥ 99 % of "
+        "requests served and viable at a 200 ms buffer and p95 TTFA ≤ 150 ms, every level below passing too.", "",
+        *paced_table(report), "", f"Paced capacity (listeners): {paced}.", "", *burst_table(report), "",
         *input_length_table(report), "", *target_table(report["targets"]), "",
     ]
     draw = (lambda png: plot_serving(report, png)) if plot else None

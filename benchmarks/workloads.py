@@ -1,4 +1,4 @@
-"""Closed-loop, Poisson and burst load against a driver; every request's trace is kept.
+"""Closed-loop, paced-listener, Poisson and burst load against a driver; every request's trace is kept.
 
 A run stops by itself: clients stop sending at `duration_s`, requests still open `drain_s`
 later are cancelled and count as failed, as client timeouts (their audio did not arrive in time
@@ -98,3 +98,28 @@ async def burst(driver: Driver, requests: Iterator[BenchRequest], count: int, dr
     started = time.monotonic()
     tasks = [asyncio.create_task(_measure(driver, next(requests), traces, on_done)) for _ in range(count)]
     return await _finish(tasks, started, traces, started + drain_s)
+
+
+async def paced(driver: Driver, requests: Iterator[BenchRequest], listeners: int, duration_s: float, drain_s: float,
+                spread_s: float, seed: int = 0, on_done: Callable[[], None] = lambda: None) -> RunResult:
+    """`listeners` clients that each listen to their reply before asking for the next, as the
+    callers of a voice agent do: each starts at a random moment in the first `spread_s`
+    seconds, and sends its next request once the audio of the last has played out (in real time
+    from its first byte); a refused or failed request is followed at once (after Retry-After)."""
+    rng = random.Random(seed)
+    traces: list[RequestTrace] = []
+    started = time.monotonic()
+    ends = started + duration_s
+
+    async def listener(offset: float) -> None:
+        await asyncio.sleep(offset)
+        while time.monotonic() < ends:
+            trace = await _measure(driver, next(requests), traces, on_done)
+            if trace.ok and trace.first_audio_at is not None:
+                played_out = trace.first_audio_at + trace.audio_seconds
+            else:
+                played_out = time.monotonic() + retry_after_seconds(trace)
+            await asyncio.sleep(max(0.0, min(played_out, ends) - time.monotonic()))
+
+    tasks = [asyncio.create_task(listener(rng.uniform(0.0, spread_s))) for _ in range(listeners)]
+    return await _finish(tasks, started, traces, ends + drain_s)

@@ -3,6 +3,7 @@ trace, and the workloads' handling of refusals and bursts."""
 from __future__ import annotations
 
 import asyncio
+import time
 import io
 import wave
 
@@ -14,7 +15,7 @@ from benchmarks.audio_bodies import Mp3Body, PcmBody, WavBody
 from benchmarks.corpus import BenchRequest
 from benchmarks.http_drivers import HttpDriver, connection_floor
 from benchmarks.trace import RequestTrace
-from benchmarks.workloads import burst, closed_loop
+from benchmarks.workloads import burst, closed_loop, paced
 
 
 def read_in_pieces(reader, body: bytes, piece: int) -> list[int]:
@@ -146,3 +147,45 @@ def test_only_this_machine_is_ever_targeted():
         HttpDriver("test", "http://example.com", "/speak", lambda r: {"text": r.text}, PcmBody, 1000)
     with pytest.raises(ValueError, match="127.0.0.1"):
         asyncio.run(connection_floor("http://10.0.0.1:8000", "/health", 2))
+
+
+class ListenedDriver(CountingDriver):
+    """Serves 0.3 s of audio in one chunk, 50 ms after each request."""
+
+    async def run(self, request: BenchRequest, trace: RequestTrace) -> None:
+        self.sent.append(trace.sent)
+        await asyncio.sleep(0.05)
+        trace.record(time.monotonic(), 300)
+
+
+def test_a_paced_listener_asks_again_once_its_reply_has_played_out():
+    driver = ListenedDriver(refuse=False)
+    result = asyncio.run(paced(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 1, 1.2, 1.0, spread_s=0.0))
+    # Each reply: first audio 50 ms after it was sent, then 0.3 s of playing: the next request
+    # 0.35 s after the last; within 1.2 s that is 4 requests (at 0, 0.35, 0.7, 1.05 s).
+    gaps = [b - a for a, b in zip(driver.sent, driver.sent[1:])]
+    assert len(result.traces) == 4 and all(t.ok for t in result.traces)
+    assert all(0.34 <= gap < 0.45 for gap in gaps)
+
+
+def test_paced_listeners_start_spread_out():
+    driver = ListenedDriver(refuse=False)
+    asyncio.run(paced(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 8, 0.3, 1.0, spread_s=0.25, seed=3))
+    first = sorted(driver.sent)[:8]
+    assert max(first) - min(first) > 0.1
+
+
+def test_the_cpu_meter_sees_a_busy_loop():
+    from benchmarks.cpu_meter import CpuMeter
+
+    spent = {"cpu": 0.0}
+    meter = CpuMeter(lambda: spent["cpu"])
+    meter.start()
+    ends = time.monotonic() + 0.3
+    while time.monotonic() < ends:
+        pass
+    spent["cpu"] = 0.3  # as the server's processes would report
+    figures = meter.stop(audio_seconds=6.0)
+    assert 80 < figures["server_cpu_pct"] <= 101
+    assert figures["machine_cpu_pct"] >= 50  # this loop alone keeps one core busy
+    assert figures["audio_s_per_cpu_s"] == pytest.approx(20.0)

@@ -1,5 +1,5 @@
-"""`python -m benchmarks.serving --quick` end to end: both real servers, result files, and figures
-that agree with each other."""
+"""`python -m benchmarks.serving --quick` end to end: the three real servers, result files, and
+figures that agree with each other."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ require_voice_packages()
 pytest.importorskip("flask")  # Piper's server (piper-tts's `http` extra, in the dev extra)
 
 
-# Starts `chorus serve --model joe` and Piper's server, one after the other (1-2 min).
+# Starts `chorus serve --model joe`, Piper's server and the sentence server, one after the other (2-3 min).
 def test_quick_run_chorus_against_piper(tmp_path, chorus_cache):
     report = main(["--quick", "--out", str(tmp_path)])
     written = json.loads(next(tmp_path.glob("serving-*.json")).read_text())
@@ -23,8 +23,9 @@ def test_quick_run_chorus_against_piper(tmp_path, chorus_cache):
     assert next(tmp_path.glob("serving-*.png")).stat().st_size > 0
     assert written["command"].startswith("python -m benchmarks.serving --quick")
     assert written["machine"]["commit"] and written["date"]
-    assert [s["system"] for s in written["systems"]] == ["chorus", "piper"]
+    assert [s["system"] for s in written["systems"]] == ["chorus", "piper", "piper-sentences"]
     assert "| chorus | 1 streams |" in markdown and "| piper | 1 streams |" in markdown
+    assert "| piper-sentences | 2 listeners |" in markdown and "Paced capacity (listeners): chorus" in markdown
     assert len(written["targets"]) == 10 and "| target | measured | met |" in markdown
 
     loads = report["systems"][0]["loads"]
@@ -34,12 +35,17 @@ def test_quick_run_chorus_against_piper(tmp_path, chorus_cache):
         assert system["capacity_streams"] == serving_capacity(system["closed_loop"])
         single = system["closed_loop"][0]
         assert single["requests"] >= 1 and sum(single["errors"].values()) == 0 and single["refused_pct"] == 0
-        for lv in system["closed_loop"] + system["poisson"] + system["bursts"]:
+        assert [lv["load"] for lv in system["paced"]] == QUICK["paced"] and system["paced"][0]["requests"] >= 2
+        for lv in system["closed_loop"] + system["paced"] + system["poisson"] + system["bursts"]:
+            # The server's CPU is part of the machine's; the audio it served per CPU-second.
+            assert 0 < lv["server_cpu_pct"] <= lv["machine_cpu_pct"] + 5
+            if any(t["ok"] for t in lv["traces"]):
+                assert lv["audio_s_per_cpu_s"] > 0
             if lv["ttfa_p50"] is not None:
                 assert 0 < lv["ttfa_p50"] <= lv["ttfa_p95"] <= lv["ttfa_p99"]
                 assert lv["viable_pct_0ms"] <= lv["viable_pct_200ms"]
             served = [t for t in lv["traces"] if t["ok"]]
-            audio = sum(n for t in served for _, n in t["chunks"]) / (22050 if system["system"] == "piper" else 24000)
+            audio = sum(n for t in served for _, n in t["chunks"]) / (24000 if system["system"] == "chorus" else 22050)
             assert lv["audio_s_per_wall_s"] == pytest.approx(audio / lv["wall_seconds"])
         # Every eval sentence is a second or more of speech from either system.
         assert all(sum(n for _, n in t["chunks"]) > 0.5 * 22050 for t in single["traces"])
@@ -48,10 +54,11 @@ def test_quick_run_chorus_against_piper(tmp_path, chorus_cache):
         assert [b["load"] for b in system["bursts"]] == loads["burst_sizes"]
     # Chorus's bursts carry the floor under their 429 times: as many bare GETs at once.
     assert all(b["connection_floor_p99_s"] > 0 for b in report["systems"][0]["bursts"])
-    assert all("connection_floor_p99_s" not in b for b in report["systems"][1]["bursts"])
+    assert all("connection_floor_p99_s" not in b for s in report["systems"][1:] for b in s["bursts"])
     assert "as many GET /health at once, p99 ms" in markdown
     assert [r["format"] for r in report["systems"][0]["input_length"]] == ["pcm"]
     assert [r["format"] for r in report["systems"][1]["input_length"]] == ["wav"]
+    assert [r["format"] for r in report["systems"][2]["input_length"]] == ["pcm"]
     for system in report["systems"]:
         row = system["input_length"][0]
         assert row["ratio"] == pytest.approx(row["thirty_sentences_ttfa_p50"] / row["one_sentence_ttfa_p50"])
