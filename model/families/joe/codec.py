@@ -107,8 +107,11 @@ SHIPPED_DECODER = Path(__file__).parent / "weights"
 # The incremental graph's cache name: bump its version whenever istft_stream.py or
 # model/codecs/streaming_conv.py changes what the graph computes (the cache is keyed by weights).
 INCREMENTAL_GRAPH = "istft-incremental-v2"
+# The int8 graphs' cache names: bump with quantize.py's method, or with the float graphs'.
+INT8_GRAPH, INT8_INCREMENTAL_GRAPH = "istft-int8-v1", INCREMENTAL_GRAPH + "-int8-v1"
 DECODERS = ("istft", "hifigan")
-RUNNERS = ("torch", "onnxruntime")
+# `int8`: onnxruntime on graphs quantized to int8 (model/families/joe/quantize.py), CPU and iSTFT only.
+RUNNERS = ("torch", "onnxruntime", "int8")
 CODEC_CHOICES = DECODERS + tuple(f"{d}-{r}" for d in DECODERS for r in RUNNERS)
 
 
@@ -117,14 +120,18 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
     """`istft` (the default) is the distilled decoder whose head lies in `folder`, `hifigan` the
     teacher's. Either runs through onnxruntime on the CPU (faster there; the iSTFT decoder's graph
     is exported from our module once) and through PyTorch on a GPU; a `-torch` or `-onnxruntime`
-    suffix forces one. Every HiFi-GAN weight comes from the installed voice package."""
+    suffix forces one, and `istft-int8` runs the iSTFT decoder's graphs quantized to int8
+    (CPU; made once, model/families/joe/quantize.py). Every HiFi-GAN weight comes from the
+    installed voice package."""
     device = torch.device(device)
     if codec not in CODEC_CHOICES:
         raise ValueError(f"the joe codec must be one of {', '.join(CODEC_CHOICES)}, got {codec!r}")
     decoder, _, runner = codec.partition("-")
     runner = runner or ("onnxruntime" if device.type == "cpu" else "torch")
-    if runner == "onnxruntime" and device.type != "cpu":
+    if runner in ("onnxruntime", "int8") and device.type != "cpu":
         raise ValueError("the onnxruntime codecs run on the CPU only")
+    if runner == "int8" and decoder != "istft":
+        raise ValueError("only the iSTFT decoder has an int8 form (istft-int8)")
     threads = torch.get_num_threads()
     if decoder == "hifigan" and runner == "onnxruntime":
         return OnnxFrameCodec(cut_path(DECODER_CUT), LATENT, AUDIO, threads)
@@ -137,15 +144,36 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
     teacher = HifiGanDecoder.from_state_dict(decoder_state_dict())
     istft = load_decoder(teacher, folder).to(device)
     incremental = IncrementalIstft(istft)
-    if runner == "onnxruntime":
+    if runner in ("onnxruntime", "int8"):
         path, stream_path = onnx_path(folder, voice_key()), onnx_path(folder, voice_key(), INCREMENTAL_GRAPH)
         if not path.is_file():
             export_onnx(istft, path)
         if not stream_path.is_file():
             export_incremental_onnx(incremental, stream_path)
+        if runner == "int8":
+            path, stream_path = _int8_graphs(folder, path, stream_path)
         codec = OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
         codec.incremental = OnnxIncrementalDecoder(incremental, stream_path, threads)
     else:
         codec = TorchFrameCodec(istft, teacher.config)
         codec.incremental = TorchIncrementalDecoder(incremental)
     return codec
+
+
+def _int8_graphs(folder: Path, whole: Path, incremental: Path) -> tuple[Path, Path]:
+    """The int8 forms of the iSTFT decoder's float graphs (made once, calibrated on the teacher's
+    latents of quantize.CALIBRATION_TEXTS)."""
+    from model.families.joe.frontend import Phonemizer
+    from model.families.joe.quantize import (CALIBRATION_TEXTS, calibration_latents, incremental_feeds,
+                                             quantize_graph, whole_feeds)
+
+    key = voice_key()
+    whole_int8, incremental_int8 = onnx_path(folder, key, INT8_GRAPH), onnx_path(folder, key, INT8_INCREMENTAL_GRAPH)
+    if not (whole_int8.is_file() and incremental_int8.is_file()):
+        phonemizer = Phonemizer()
+        latents = calibration_latents([ids for text in CALIBRATION_TEXTS for ids in phonemizer.sentence_ids(text)])
+        if not whole_int8.is_file():
+            quantize_graph(whole, whole_int8, whole_feeds(latents, ONNX_INPUT))
+        if not incremental_int8.is_file():
+            quantize_graph(incremental, incremental_int8, incremental_feeds(incremental, latents))
+    return whole_int8, incremental_int8
