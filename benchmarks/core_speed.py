@@ -45,7 +45,7 @@ SENTENCES = (
 )
 
 
-def _core(model: str, threads: int, admission: bool):
+def _core(model: str, threads: int, admission: bool, codec: str | None = None):
     import torch
 
     from engine.config import EngineConfig
@@ -53,7 +53,7 @@ def _core(model: str, threads: int, admission: bool):
     from model.config import ModelConfig
 
     torch.set_num_threads(threads)
-    config = EngineConfig(model=ModelConfig(model=model, device="cpu"), mode="inproc")
+    config = EngineConfig(model=ModelConfig(model=model, device="cpu", codec=codec), mode="inproc")
     # NOTE: the concurrent runs measure raw work: every stream admitted, whatever its listener.
     delay = 1.0 if admission else None
     if hasattr(config, "capacity"):
@@ -207,19 +207,19 @@ def _run(core, frontend, streams: int, round_index: int, max_tokens: int | None 
 
 
 def measure(model: str, threads: int, stream_counts: list[int], rounds: int, max_tokens: int | None = None,
-            fixed_length: bool = False) -> dict:
+            fixed_length: bool = False, codec: str | None = None) -> dict:
     from model.config import ModelConfig
     from model.loader import load_frontend
 
     frontend = load_frontend(ModelConfig(model=model))
     figures: dict[str, float] = {}
-    single = _core(model, threads, admission=True)
+    single = _core(model, threads, admission=True, codec=codec)
     _run(single, frontend, 1, -1, max_tokens, fixed_length)  # warm-up
     ones = [_run(single, frontend, 1, r, max_tokens, fixed_length)[1][0] for r in range(rounds)]
     figures["single_rtf"] = statistics.median(m.real_time_factor for m in ones)
     figures["single_ttfa_s"] = statistics.median(m.time_to_first_audio for m in ones)
     for streams in stream_counts:
-        core = _core(model, threads, admission=False)
+        core = _core(model, threads, admission=False, codec=codec)
         probe = StepProbe(core.family)
         _run(core, frontend, 2, -1, max_tokens, fixed_length)  # warm-up
         rates = []
@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, help="cap on each request's outputs (default: the model's)")
     parser.add_argument("--fixed-length", action="store_true",
                         help="every request makes exactly --max-tokens outputs (min_tokens = max_tokens)")
+    parser.add_argument("--codec", help="the model's codec (e.g. istft-int8 for joe; default: the model's)")
     parser.add_argument("--label", default="this tree")
     parser.add_argument("--summarize", type=Path, help="print the table of a file of runs (JSON lines)")
     args = parser.parse_args(argv)
@@ -282,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
         print(summarize(args.summarize))
         return
     machine = machine_info()
-    figures = measure(args.model, args.threads, args.streams, args.rounds, args.max_tokens, args.fixed_length)
+    figures = measure(args.model, args.threads, args.streams, args.rounds, args.max_tokens, args.fixed_length,
+                      args.codec)
     machine["load_average_after"] = os.getloadavg()
     json.dump({"label": args.label, "model": args.model, "threads": args.threads, "figures": figures,
                "command": "python -m benchmarks.core_speed " + " ".join(sys.argv[1:] if argv is None else argv),

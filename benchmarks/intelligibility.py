@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-floor", action="store_true", help="skip tiny-random (quicker checks during training)")
     parser.add_argument("--no-reference-codec", action="store_true",
                         help="skip the student through the teacher's HiFi-GAN decoder")
+    parser.add_argument("--also-codec", action="append", default=[],
+                        help="the student through this codec too (e.g. istft-int8), a row of its own; repeatable")
     parser.add_argument("--machine", default="2-core x86_64 CPU, torch CPU")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -221,6 +223,9 @@ def main(argv: list[str] | None = None) -> None:
         reference, reference_speed = asyncio.run(
             engine_system(args.student, sentences, [], args.threads, codec="hifigan"))
         systems.append(reference)
+    others = [(codec, *asyncio.run(engine_system(args.student, sentences, [], args.threads, codec=codec)))
+              for codec in args.also_codec]
+    systems += [system for _, system, _ in others]
     if not args.no_floor:
         floor, floor_speed = asyncio.run(engine_system("tiny-random", sentences, [], args.threads))
         systems.append(floor)
@@ -240,7 +245,9 @@ def main(argv: list[str] | None = None) -> None:
         ] + ([] if args.no_reference_codec else [
             {"name": reference.name, "wer": reference.wer, "wer_per_run": reference.wer_per_run,
              "rtf": reference_speed["single_stream_rtf"], "ttfa_p50_ms": reference_speed["single_stream_ttfa_p50_ms"]}
-        ]) + ([] if args.no_floor else [
+        ]) + [{"name": system.name, "wer": system.wer, "wer_per_run": system.wer_per_run,
+               "rtf": other_speed["single_stream_rtf"], "ttfa_p50_ms": other_speed["single_stream_ttfa_p50_ms"]}
+              for _, system, other_speed in others] + ([] if args.no_floor else [
             {"name": floor.name, "wer": floor.wer, "wer_per_run": floor.wer_per_run,
              "rtf": floor_speed["single_stream_rtf"], "ttfa_p50_ms": floor_speed["single_stream_ttfa_p50_ms"]}]),
         "durations": {"min": min(ratios), "max": max(ratios), "per_sentence": ratios,

@@ -119,15 +119,18 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
                    folder: Path = SHIPPED_DECODER) -> JoeFrameCodec:
     """`istft` (the default) is the distilled decoder whose head lies in `folder`, `hifigan` the
     teacher's. Either runs through onnxruntime on the CPU (faster there; the iSTFT decoder's graph
-    is exported from our module once) and through PyTorch on a GPU; a `-torch` or `-onnxruntime`
-    suffix forces one, and `istft-int8` runs the iSTFT decoder's graphs quantized to int8
-    (CPU; made once, model/families/joe/quantize.py). Every HiFi-GAN weight comes from the
+    is exported from our module once), the iSTFT decoder's graphs quantized to int8 (`int8`, made
+    once, model/families/joe/quantize.py), and through PyTorch on a GPU; a `-torch`,
+    `-onnxruntime` (float) or `-int8` suffix forces one. Every HiFi-GAN weight comes from the
     installed voice package."""
     device = torch.device(device)
     if codec not in CODEC_CHOICES:
         raise ValueError(f"the joe codec must be one of {', '.join(CODEC_CHOICES)}, got {codec!r}")
     decoder, _, runner = codec.partition("-")
-    runner = runner or ("onnxruntime" if device.type == "cpu" else "torch")
+    # NOTE: on the CPU the iSTFT decoder runs in int8 unless a runner is named: 1.5x the audio per
+    # wall second at 16 streams in the server, WER and spectral distance within their bounds
+    # (model/families/joe/quantize.py).
+    runner = runner or ("torch" if device.type != "cpu" else "int8" if decoder == "istft" else "onnxruntime")
     if runner in ("onnxruntime", "int8") and device.type != "cpu":
         raise ValueError("the onnxruntime codecs run on the CPU only")
     if runner == "int8" and decoder != "istft":

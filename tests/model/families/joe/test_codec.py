@@ -59,7 +59,7 @@ def test_onnxruntime_runner_equals_the_port_on_batches(codec, latents):
 
 
 def test_istft_decoder_exported_to_onnx_equals_the_module(latents):
-    served, module = load_joe_codec(codec="istft"), load_joe_codec(codec="istft-torch")
+    served, module = load_joe_codec(codec="istft-onnxruntime"), load_joe_codec(codec="istft-torch")
     assert isinstance(served, OnnxFrameCodec) and isinstance(module, TorchFrameCodec)
     frames = torch.stack([latents[0][:40], latents[1][:40]])
     np.testing.assert_allclose(served.decode(frames).numpy(), module.decode(frames).numpy(), atol=PARITY)
@@ -74,7 +74,7 @@ def test_decoder_equals_full_teacher_audio(codec, latent_frontend):
     assert np.abs(decoded - result.audio).max() < PARITY
 
 
-@pytest.mark.parametrize("name", ["hifigan-torch", "istft"])
+@pytest.mark.parametrize("name", ["hifigan-torch", "istft-onnxruntime"])
 def test_batched_streaming_equals_whole_decode(name, latents):
     codec = load_joe_codec(codec=name)
 

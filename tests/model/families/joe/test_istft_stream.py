@@ -84,7 +84,7 @@ class Feeds:
 # outlive the first chunk's trimming).
 @pytest.mark.parametrize("fields", [{}, {"first_chunk_frames": 16, "left_context_frames": 4}])
 def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(latents, fields):
-    codec = load_joe_codec(codec="istft")
+    codec = load_joe_codec(codec="istft-onnxruntime")
     feeds = Feeds(codec.incremental)
     config = StreamingConfig(**fields).resolve(codec.window_hints)
     decoder = StreamingDecoder(codec, config, feeds, capacity=CapacityConfig(urgent_slack_seconds=0))
@@ -96,7 +96,7 @@ def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(
 
 
 def test_a_stream_whose_decode_fails_ends_alone(latents):
-    codec = load_joe_codec(codec="istft")
+    codec = load_joe_codec(codec="istft-onnxruntime")
 
     marker = 1234.0
 
@@ -135,7 +135,7 @@ def test_a_stream_whose_decode_fails_ends_alone(latents):
 
 
 def test_the_cpu_audio_stage_decodes_incrementally_unless_told_not_to():
-    codec = load_joe_codec(codec="istft")
+    codec = load_joe_codec(codec="istft-onnxruntime")
     cpu = torch.device("cpu")
     on = AudioStage.build(codec, StreamingConfig().resolve(codec.window_hints), CapacityConfig(), GpuConfig(), cpu, 8)
     off = AudioStage.build(codec, StreamingConfig(incremental=False).resolve(codec.window_hints), CapacityConfig(),
@@ -163,7 +163,7 @@ def test_a_listener_low_on_audio_gets_all_final_audio_each_step_and_one_far_ahea
     """Clock given: the first chunk is a window (nothing fed before it); then, holding under half
     a second, the stream is fed each step and every final frame leaves (its second chunk does not
     wait for 8 more frames); holding more, it is fed 64 frames at a time."""
-    codec = load_joe_codec(codec="istft")
+    codec = load_joe_codec(codec="istft-onnxruntime")
     feeds = Pieces(codec.incremental)
     decoder = StreamingDecoder(codec, StreamingConfig().resolve(codec.window_hints), feeds)
     z = latents[0]
