@@ -104,8 +104,9 @@ class LiveTextSegments:
             return
         self._cancel_timer()
         rest, self._buffer = self._buffer, ""
-        if rest.strip():
-            self._take(rest)
+        overflow = self._take(rest) if rest.strip() else ""
+        if overflow:  # no room for it in the request: it is spoken after it
+            self.rest.extend([overflow])
         self.live = False
         self._final = True
         self._first_words.set()

@@ -169,3 +169,23 @@ def test_whitespace_alone_makes_no_turn(client, posted):
     audio, messages = speak_turn(client, ["  ", "\n"])
     assert audio == b"" and messages == [{"type": "Flushed", "sequence_id": 0}]
     assert not any(isinstance(c, AddRequest) for c in posted)
+
+
+def test_text_beyond_what_one_request_reads_follows_it(client, posted, monkeypatch):
+    """A turn longer than one live request has room for: the request's text ends where it is
+    full, and the rest, the Flush's open word included, is spoken after it, nothing lost."""
+    from api.speech import live_text
+
+    monkeypatch.setattr(live_text, "FRAMES_PER_TEXT_TOKEN", 64)  # room for a few ids only
+    prepared = prepared_texts(client)
+    audio, messages = speak_turn(client, WORDS, pause=0.05)
+    adds = [c for c in posted if isinstance(c, AddRequest)]
+    extends = [c for c in posted if isinstance(c, ExtendText)]
+    assert [m["type"] for m in messages] == ["Flushed"] and len(audio) > 0
+    assert adds[0].prompt.text_complete is False and len(adds) > 1 and extends[-1].final
+    frontend = client.app.state.engine.frontend
+    live = frontend.live_text_ids(prepared[0]) + [i for e in extends for i in e.text_ids]
+    after = " ".join(prepared[1:])
+    # Every word once: what the live request read, then the segments after it.
+    said = frontend.tokenizer.tokenizer.decode(live) + " " + after
+    assert said.split() == "".join(WORDS).split()
