@@ -103,12 +103,33 @@ class OnnxFrameCodec(JoeFrameCodec):
         return torch.from_numpy(audio.reshape(z.shape[0], -1))
 
 
+class IncrementalWholeCodec(JoeFrameCodec):
+    """Decodes whole utterances (the engine's windows: streams' first chunks) through an
+    incremental decoder from a fresh state, flushed past their end: the same graph as every later
+    chunk of a stream, so a stream's audio does not depend on how it was cut. The int8 decoder
+    needs it: a whole graph quantized apart would have ranges of its own."""
+
+    def __init__(self, incremental: OnnxIncrementalDecoder, config: HifiGanConfig) -> None:
+        super().__init__(config)
+        self.incremental = incremental
+
+    def decode(self, frames: Tensor) -> Tensor:
+        self.check_frames(frames, leading_dims=2)
+        batch, count = frames.shape[:2]
+        delay, spf = self.incremental.delay_samples, self.samples_per_frame
+        lag = -(-delay // spf)  # whole frames of zeros that flush the decoder past the end
+        padded = torch.cat([frames, frames.new_zeros(batch, lag, *frames.shape[2:])], dim=1)
+        audio, _ = self.incremental.decode(padded, [self.incremental.initial_state() for _ in range(batch)],
+                                           [0] * batch, [count] * batch)
+        return audio[:, delay : delay + count * spf]
+
+
 SHIPPED_DECODER = Path(__file__).parent / "weights"
 # The incremental graph's cache name: bump its version whenever istft_stream.py or
 # model/codecs/streaming_conv.py changes what the graph computes (the cache is keyed by weights).
 INCREMENTAL_GRAPH = "istft-incremental-v2"
-# The int8 graphs' cache names: bump with quantize.py's method, or with the float graphs'.
-INT8_GRAPH, INT8_INCREMENTAL_GRAPH = "istft-int8-v1", INCREMENTAL_GRAPH + "-int8-v1"
+# The int8 incremental graph's cache name: bump with quantize.py's method, or with the float graph's.
+INT8_INCREMENTAL_GRAPH = INCREMENTAL_GRAPH + "-int8-v1"
 DECODERS = ("istft", "hifigan")
 # `int8`: onnxruntime on graphs quantized to int8 (model/families/joe/quantize.py), CPU and iSTFT only.
 RUNNERS = ("torch", "onnxruntime", "int8")
@@ -149,34 +170,33 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
     incremental = IncrementalIstft(istft)
     if runner in ("onnxruntime", "int8"):
         path, stream_path = onnx_path(folder, voice_key()), onnx_path(folder, voice_key(), INCREMENTAL_GRAPH)
-        if not path.is_file():
+        if runner == "onnxruntime" and not path.is_file():
             export_onnx(istft, path)
         if not stream_path.is_file():
             export_incremental_onnx(incremental, stream_path)
         if runner == "int8":
-            path, stream_path = _int8_graphs(folder, path, stream_path)
-        codec = OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
-        codec.incremental = OnnxIncrementalDecoder(incremental, stream_path, threads)
+            # NOTE: one int8 graph for windows and streams alike (IncrementalWholeCodec).
+            streaming = OnnxIncrementalDecoder(incremental, _int8_incremental_graph(folder, stream_path), threads)
+            codec = IncrementalWholeCodec(streaming, teacher.config)
+        else:
+            codec = OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
+            streaming = OnnxIncrementalDecoder(incremental, stream_path, threads)
+        codec.incremental = streaming
     else:
         codec = TorchFrameCodec(istft, teacher.config)
         codec.incremental = TorchIncrementalDecoder(incremental)
     return codec
 
 
-def _int8_graphs(folder: Path, whole: Path, incremental: Path) -> tuple[Path, Path]:
-    """The int8 forms of the iSTFT decoder's float graphs (made once, calibrated on the teacher's
+def _int8_incremental_graph(folder: Path, float_graph: Path) -> Path:
+    """The int8 form of the incremental float graph (made once, calibrated on the teacher's
     latents of quantize.CALIBRATION_TEXTS)."""
     from model.families.joe.frontend import Phonemizer
-    from model.families.joe.quantize import (CALIBRATION_TEXTS, calibration_latents, incremental_feeds,
-                                             quantize_graph, whole_feeds)
+    from model.families.joe.quantize import CALIBRATION_TEXTS, calibration_latents, incremental_feeds, quantize_graph
 
-    key = voice_key()
-    whole_int8, incremental_int8 = onnx_path(folder, key, INT8_GRAPH), onnx_path(folder, key, INT8_INCREMENTAL_GRAPH)
-    if not (whole_int8.is_file() and incremental_int8.is_file()):
+    target = onnx_path(folder, voice_key(), INT8_INCREMENTAL_GRAPH)
+    if not target.is_file():
         phonemizer = Phonemizer()
         latents = calibration_latents([ids for text in CALIBRATION_TEXTS for ids in phonemizer.sentence_ids(text)])
-        if not whole_int8.is_file():
-            quantize_graph(whole, whole_int8, whole_feeds(latents, ONNX_INPUT))
-        if not incremental_int8.is_file():
-            quantize_graph(incremental, incremental_int8, incremental_feeds(incremental, latents))
-    return whole_int8, incremental_int8
+        quantize_graph(float_graph, target, incremental_feeds(float_graph, latents))
+    return target

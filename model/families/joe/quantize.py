@@ -1,4 +1,4 @@
-"""joe's iSTFT decoder in int8 for the CPU: its ONNX graphs quantized statically (onnxruntime's
+"""joe's iSTFT decoder in int8 for the CPU: its incremental ONNX graph quantized statically (onnxruntime's
 QDQ form: per-channel int8 weights, uint8 activations with ranges calibrated on the teacher's own
 latents), which onnxruntime runs with VNNI integer convolutions.
 
@@ -10,8 +10,9 @@ bin), all but the basis 3.3 dB, all but these two 2.7 dB, at 0.40 and 0.45 of th
 time. How close the int8 decoder stays to the float one is tested
 (tests/model/families/joe/test_quantized_codec.py) and measured in the server.
 
-The graphs are made once per voice and head, next to the float ones, from the float graphs and a
-few sentences of the teacher's latents: about ten seconds on the 2-core machine.
+The graph is made once per voice and head, next to the float one, from the float graph and a
+few sentences of the teacher's latents: a few seconds on the 2-core machine. Only the incremental
+graph is quantized: it decodes all but each stream's first chunk, which stays a float window.
 """
 from __future__ import annotations
 
@@ -42,11 +43,6 @@ def calibration_latents(phoneme_ids: list[list[int]]) -> list[np.ndarray]:
     """The teacher's latents z [192, T] of each utterance (its phoneme ids), as the student learns them."""
     teacher = Teacher(LATENT_CUT)
     return [np.ascontiguousarray(teacher.run(ids, TeacherScales()).latent.T, dtype=np.float32) for ids in phoneme_ids]
-
-
-def whole_feeds(latents: list[np.ndarray], input_name: str) -> list[dict[str, np.ndarray]]:
-    """The whole-utterance graph's calibration inputs: each latent, batch 1."""
-    return [{input_name: z[None]} for z in latents]
 
 
 def incremental_feeds(float_graph: Path, latents: list[np.ndarray]) -> list[dict[str, np.ndarray]]:

@@ -8,9 +8,11 @@ Same audio: joe is deterministic for a fixed seed, but its streaming decoder may
 pieces of other sizes from one request to the next (timing), which moves a few samples by one
 step of 16 bits. Two speeches are "the same" here when they have the same length and no sample
 differs by more than SAME_AUDIO_LSB. On the speak socket one text's audio varies more from turn to
-turn (measured: up to ~200 steps, correlation > 0.99998, the length always the same), so there
-"the same" is one length and a correlation of at least SIMILAR_AUDIO (a word said otherwise has
-another length).
+turn: the student's frames differ in their last bits with the batch they are made in, which the
+float decoder turns into up to ~450 steps (correlation > 0.99995) and the int8 decoder served by
+default into up to ~10,000 (correlation 0.966-0.993: a rounding moved by a frame's last bit moves
+a quantized activation), the length always the same. So there "the same" is one length and a
+correlation of at least SIMILAR_AUDIO (a word said otherwise has another length).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from tests.engine.conftest import engine_config
 
 RATE = 24000  # pcm and linear16 as asked here: 24 kHz, s16le
 SAME_AUDIO_LSB = 4
-SIMILAR_AUDIO = 0.9999
+SIMILAR_AUDIO = 0.95
 QWEN = [{"word": "Qwen", "say_as": "chwen"}]
 # Refused (and told) within this long: the parser stops at the first thing it does not read.
 REFUSED_WITHIN_S = 1.0
