@@ -286,7 +286,9 @@ def test_an_idle_socket_is_told_and_closed_with_a_reason(impatient):
     elapsed, frames, closed = asyncio.run(run())
     assert [f["type"] for f in frames] == ["Metadata", "Warning"] and frames[1]["warn_code"] == "IDLE_TIMEOUT"
     assert closed.rcvd is not None and closed.rcvd.code == 1000 and "idle" in closed.rcvd.reason
-    assert TIMEOUTS["socket_idle_seconds"] <= elapsed < TIMEOUTS["socket_idle_seconds"] + 2
+    # NOTE: the server's idle time counts from its Metadata, which can leave a moment before the
+    # client's handshake returns (`started`): a few milliseconds either way.
+    assert TIMEOUTS["socket_idle_seconds"] - 0.05 <= elapsed < TIMEOUTS["socket_idle_seconds"] + 2
 
 
 def test_a_socket_is_not_idle_while_its_audio_plays(impatient):
