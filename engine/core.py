@@ -77,9 +77,13 @@ class EngineCore:
         self._admit_queued(started)
         self.requests.fill_starved(started, self.config.capacity.feed_slack_seconds)
         scheduled = self.scheduler.schedule(self.clock())
+        # NOTE: with a codec thread (CPU), the frames of the steps before decode beside this
+        # step's forward, and are collected before this step's frames reach the audio stage.
+        self.audio.decode_beside(self.clock())
         result = self.runner.execute(scheduled.chunks, self.requests.streams_of(scheduled))
+        beside = self._decode_audio() if self.audio.decodes_beside else None
         self.requests.record_outputs(scheduled, result, self.clock())
-        ready = self._decode_audio()
+        ready = self._decode_audio() if beside is None else beside
         chunks = self.requests.record_audio(ready, self.audio.take_failures(), self.clock())
         self.audio.launch_next(self.clock())
         self._observe(scheduled, self.clock() - started, result)

@@ -45,6 +45,12 @@ class StreamingConfig:
     # leaves when it is (chunk_frames, grow_chunks and the urgent slack no longer apply);
     # lookahead_frames is at least the decoder's lag.
     incremental: bool = True
+    # Where the audio is decoded in the step (the CPU): decode on a thread of its own, beside the
+    # next step's model forward, so that the codec and the model use two cores (each stream's
+    # audio is the same; it leaves one step later). Off by default: measured on 2 cores it serves
+    # more audio per second at saturation but refuses a few requests at low load, whose first
+    # audio admission does not yet expect a step later (benchmarks/results/codec-thread-*.md).
+    codec_thread: bool = False
 
     def __post_init__(self) -> None:
         for name in ("first_chunk_frames", "chunk_frames"):

@@ -1,6 +1,7 @@
 """The audio stage the engine core talks to: each request's frames in, its PCM chunks out."""
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Hashable
 
 import torch
@@ -20,14 +21,19 @@ class AudioStage:
     """With a runner, the audio launched at step N (`launch_next`, after the step's requests are
     updated) is collected at step N+1 (`step`), after that step's forward was queued, so the two
     run side by side; without one, each step decodes and collects its own windows (the CPU path)
-    and `launch_next` does nothing. Either way every stream gets the same chunks in the same
-    order; with a runner they arrive one step later. Streams are sized and ordered by their
-    listeners, which the stage only reads."""
+    and `launch_next` does nothing; with a codec thread (CPU), `decode_beside` starts decoding the
+    frames of the steps before on that thread as the step's forward begins, and `step` collects
+    it, before the step's own frames are pushed (nothing else touches the decoder meanwhile).
+    Either way every stream gets the same audio in the same order; with a runner or a codec
+    thread it leaves one step later. Streams are sized and ordered by their listeners, which the
+    stage only reads."""
 
-    def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None) -> None:
+    def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None, codec_thread: bool = False) -> None:
         self.decoder = decoder
         self.runner = runner
         self._pending: PendingAudio | None = None
+        self._thread = ThreadPoolExecutor(1, "chorus-codec") if codec_thread and runner is None else None
+        self._beside: Future | None = None
 
     @classmethod
     def build(cls, codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig, gpu: GpuConfig,
@@ -43,7 +49,7 @@ class AudioStage:
         pool = None
         if isinstance(incremental, SlottedDecoder):
             pool = StateSlotPool(incremental.state_shapes(), state_slots or 2 * max_num_seqs, device)
-        return cls(StreamingDecoder(codec, config, incremental, capacity, pool), runner)
+        return cls(StreamingDecoder(codec, config, incremental, capacity, pool), runner, config.codec_thread)
 
     def open(self, stream_id: Hashable, listener: Listener) -> None:
         self.decoder.open(stream_id, listener)
@@ -76,8 +82,23 @@ class AudioStage:
         """Audio of the stream whose frames exist but that has not left yet."""
         return self.decoder.pending_seconds(stream_id)
 
+    @property
+    def decodes_beside(self) -> bool:
+        """Whether decoding runs on the codec thread beside the forward (`decode_beside`)."""
+        return self._thread is not None
+
+    def decode_beside(self, now: float) -> None:
+        """With a codec thread: starts decoding what is ready at `now` on it; the step's `step`
+        waits for it. The caller touches nothing of the stage until then."""
+        if self._thread is not None:
+            self._beside = self._thread.submit(self.decoder.decode_ready, now)
+
     def step(self, now: float) -> dict[Hashable, StreamChunk]:
-        """The chunks ready at `now` (the engine clock's), at most one per stream."""
+        """The chunks ready at `now` (the engine clock's), at most one per stream (with a codec
+        thread: those `decode_beside` decoded)."""
+        if self._beside is not None:
+            beside, self._beside = self._beside, None
+            return beside.result()
         if self.runner is None:
             return self.decoder.decode_ready(now)
         ready = self.decoder.collect(self._pending) if self._pending is not None else {}

@@ -1,0 +1,69 @@
+"""The codec thread (CPU): audio decoded beside the next step's forward is the same audio, each
+stream's in order, one step later; the step's own frames never reach the decoder while it works."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from engine.core import EngineCore
+from model.sampling import SamplingParams
+from tests.engine.conftest import core_on_step_clock, drain, engine_config
+
+TEXTS = ("Hello there.", "A second, longer sentence to speak.", "Third.")
+
+
+def run(frontend, codec_thread: bool, model: str = "tiny-random") -> tuple[dict[str, np.ndarray], EngineCore]:
+    config = engine_config(model)
+    config.streaming = dataclasses.replace(config.streaming, codec_thread=codec_thread)
+    core = core_on_step_clock(config)
+    chunks: dict[str, list] = {}
+    for i, text in enumerate(TEXTS):
+        core.add_request(f"r{i}", frontend.prepare(text, frontend.voices[0]),
+                         SamplingParams(temperature=0.8, seed=i, max_tokens=60))
+        for chunk in core.step():  # staggered: later streams start while earlier ones speak
+            chunks.setdefault(chunk.request_id, []).append(chunk)
+    for request_id, more in drain(core).items():
+        chunks.setdefault(request_id, []).extend(more)
+    return {rid: np.concatenate([c.pcm for c in cs]) for rid, cs in chunks.items()}, core
+
+
+def test_the_same_audio_with_and_without_the_codec_thread(tiny_frontend):
+    alone, _ = run(tiny_frontend, codec_thread=False)
+    beside, core = run(tiny_frontend, codec_thread=True)
+    assert core.audio.decodes_beside and set(alone) == set(beside)
+    for request_id in alone:
+        np.testing.assert_allclose(beside[request_id], alone[request_id], atol=1e-5)
+    assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
+
+
+def test_decoding_runs_on_its_own_thread_during_the_forward(tiny_frontend):
+    config = engine_config("tiny-random")
+    config.streaming = dataclasses.replace(config.streaming, codec_thread=True)
+    core = core_on_step_clock(config)
+    threads, decode = set(), core.audio.decoder.decode_ready
+
+    def decoding(now):
+        threads.add(threading.current_thread().name)
+        return decode(now)
+
+    core.audio.decoder.decode_ready = decoding
+    core.add_request("r", tiny_frontend.prepare(TEXTS[1], tiny_frontend.voices[0]), SamplingParams(max_tokens=40))
+    assert drain(core)["r"][-1].finished
+    assert threads == {"chorus-codec_0"}
+
+
+def test_joe_streams_the_same_audio_with_the_codec_thread():
+    """joe's incremental decoder (the CPU's default path) through the thread."""
+    from tests.voice_packages import require_voice_packages
+
+    require_voice_packages()
+    from model.config import ModelConfig
+    from model.loader import load_frontend
+
+    frontend = load_frontend(ModelConfig(model="joe"))
+    alone, _ = run(frontend, codec_thread=False, model="joe")
+    beside, _ = run(frontend, codec_thread=True, model="joe")
+    for request_id in alone:
+        np.testing.assert_allclose(beside[request_id], alone[request_id], atol=1e-4)
