@@ -171,7 +171,7 @@ class EngineClient:
     def extend_text(self, request_id: str, text_ids: list[int], final: bool = False,
                     max_tokens: int | None = None) -> None:
         """More of a live request's text (its front end's `live_text_ids`); `final`: the last
-        piece; `max_tokens`: its output budget from now on (say, the whole text's, with the last)."""
+        piece; `max_tokens`: the output budget of its text so far (the engine adds its fillers)."""
         if not self._dead and request_id in self._queues:
             self._post_if_alive(ExtendText(request_id, list(text_ids), final, max_tokens))
 

@@ -126,9 +126,10 @@ class EngineCore:
     def extend_text(self, request_id: str, text_ids: list[int], final: bool, max_tokens: int | None = None) -> None:
         """More text of a live request (its prompt's `text_complete` False), read while it speaks;
         `final`: the last piece; `max_tokens`: the output budget of its text so far (the fillers
-        it reads come on top; within the context, never below one more output). A stream that has read all it was given waits for this,
-        keeping its blocks and taking no step (or reads fillers). Unknown or ended ids: no-op. A
-        request that cannot take it ends with an error (queued: refused)."""
+        it reads come on top; within the context, never below one more output). A stream that
+        has read all it was given waits for this, keeping its blocks and taking no step (or
+        reading fillers). Unknown or ended ids: no-op. A request that cannot take it ends with an
+        error (queued: refused)."""
         request = self.requests.get(request_id)
         if request is not None:
             if request.finish_reason is None:

@@ -46,8 +46,8 @@ class ExtendText:
     request_id: str
     text_ids: list[int]
     final: bool = False
-    # The request's output budget from now on (its whole text's, known with the last piece);
-    # None: unchanged.
+    # The output budget of the request's text so far (the fillers it reads come on top); None:
+    # unchanged.
     max_tokens: int | None = None
 
 

@@ -1,7 +1,9 @@
 """The /v1/speak WebSocket: Deepgram's streaming text-to-speech.
 
-Text arrives in Speak messages of any size (single LLM tokens too) and is cut into segments as
-sentences complete (api/speech/text_stream.py). The segments up to a Flush make one turn: a live speech
+Text arrives in Speak messages of any size (single LLM tokens too). On a model that reads text
+while it speaks (Qwen3-TTS; `live_text=false` opts out), a turn is one engine request fed word by
+word (api/speech/live_text.py), and what cannot go into it (SSML, text beyond its room) follows it
+as below. Otherwise text is cut into segments as sentences complete (api/speech/text_stream.py). The segments up to a Flush make one turn: a live speech
 (api/speech/planning.py) whose first segment starts as soon as it is cut, so speech begins before the
 reply is complete, and whose later segments are prepared and prefilled while the earlier ones
 play. Turns send their audio in order, each after the one before it; a Flush is answered with
@@ -204,6 +206,11 @@ class Turn:
     def reads_live(self) -> bool:
         """Whether its text still goes into its running request word by word (`add_text`)."""
         return isinstance(self.segments, LiveTextSegments) and self.segments.live
+
+    @property
+    def open_word(self) -> str:
+        """The word its live text ends in, while more of it may come ("" otherwise)."""
+        return self.segments.open_word if isinstance(self.segments, LiveTextSegments) else ""
 
     def add_text(self, text: str) -> str:
         """Live text into its running request; returns what it had no room for (see LiveTextSegments)."""
@@ -474,7 +481,7 @@ class SpeakSession:
     async def _live(self, text: str) -> list[str]:
         """A Speak's text into the turn's running request (a model that reads live text); the
         segments of what it had no room for, cut as any other turn's text."""
-        open_word = self.turn.segments.open_word if self.turn is not None else ""  # type: ignore[union-attr]
+        open_word = self.turn.open_word if self.turn is not None else ""
         check = functools.partial(check_runs, open_word + text, self.settings.max_word_chars)
         try:
             await _off_loop(len(text), check)
