@@ -83,7 +83,7 @@ class EngineCore:
         result = self.runner.execute(scheduled.chunks, self.requests.streams_of(scheduled))
         beside = self._decode_audio() if self.audio.decodes_beside else None
         self.requests.record_outputs(scheduled, result, self.clock())
-        ready = self._decode_audio() if beside is None else beside
+        ready = self._decode_audio() if beside is None else self.audio.with_first_chunks(beside, self.clock())
         chunks = self.requests.record_audio(ready, self.audio.take_failures(), self.clock())
         self.audio.launch_next(self.clock())
         self._observe(scheduled, self.clock() - started, result)

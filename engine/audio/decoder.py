@@ -164,6 +164,11 @@ class StreamingDecoder:
         """Frames received but whose audio has not been emitted yet, over all streams."""
         return sum(s.received - s.emitted for s in self._streams.values())
 
+    def first_chunk_ready(self, now: float) -> bool:
+        """Whether a stream that has sent no audio yet has its first chunk to decode at `now`."""
+        return any(not stream.emitted and self._plan(stream_id, stream, now) is not None
+                   for stream_id, stream in self._streams.items())
+
     def pending_seconds(self, stream_id: Hashable) -> float:
         """Audio whose frames exist but that has not left yet (0 for a stream not open)."""
         stream = self._streams.get(stream_id)

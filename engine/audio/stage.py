@@ -4,6 +4,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Hashable
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -23,9 +24,10 @@ class AudioStage:
     run side by side; without one, each step decodes and collects its own windows (the CPU path)
     and `launch_next` does nothing; with a codec thread (CPU), `decode_beside` starts decoding the
     frames of the steps before on that thread as the step's forward begins, and `step` collects
-    it, before the step's own frames are pushed (nothing else touches the decoder meanwhile).
-    Either way every stream gets the same audio in the same order; with a runner or a codec
-    thread it leaves one step later. Streams are sized and ordered by their listeners, which the
+    it, before the step's own frames are pushed (nothing else touches the decoder meanwhile);
+    a first chunk ready in the step still decodes in it (`with_first_chunks`). Either way every
+    stream gets the same audio in the same order; with a runner, or after its first chunk with
+    a codec thread, it leaves one step later. Streams are sized and ordered by their listeners, which the
     stage only reads."""
 
     def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None, codec_thread: bool = False) -> None:
@@ -92,6 +94,19 @@ class AudioStage:
         waits for it. The caller touches nothing of the stage until then."""
         if self._thread is not None:
             self._beside = self._thread.submit(self.decoder.decode_ready, now)
+
+    def with_first_chunks(self, ready: dict[Hashable, StreamChunk], now: float) -> dict[Hashable, StreamChunk]:
+        """With a codec thread: `ready` (what it decoded) and, when a stream's first chunk became
+        ready in this step, what decodes now, in the step: a first audio never waits a step.
+        A stream in both gets one chunk, the two joined in order."""
+        if self._thread is None or not self.decoder.first_chunk_ready(now):
+            return ready
+        joined = dict(ready)
+        for stream_id, later in self.decoder.decode_ready(now).items():
+            earlier = joined.get(stream_id)
+            joined[stream_id] = later if earlier is None else StreamChunk(
+                np.concatenate([earlier.pcm, later.pcm]), later.is_last, earlier.frame_start, later.frame_end)
+        return joined
 
     def step(self, now: float) -> dict[Hashable, StreamChunk]:
         """The chunks ready at `now` (the engine clock's), at most one per stream (with a codec

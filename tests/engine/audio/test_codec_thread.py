@@ -1,5 +1,6 @@
 """The codec thread (CPU): audio decoded beside the next step's forward is the same audio, each
-stream's in order, one step later; the step's own frames never reach the decoder while it works."""
+stream's in order, a step later but for its first chunk, which still decodes in the step it is
+ready; the step's own frames never reach the decoder while the thread works."""
 from __future__ import annotations
 
 import dataclasses
@@ -38,20 +39,31 @@ def test_the_same_audio_with_and_without_the_codec_thread(tiny_frontend):
     assert core.kv_manager.num_free_blocks == core.kv_manager.num_blocks
 
 
-def test_decoding_runs_on_its_own_thread_during_the_forward(tiny_frontend):
+def first_audio_step(tiny_frontend, codec_thread: bool) -> tuple[int, list[str]]:
+    """The step in which a lone request's first audio leaves, and the thread of every decode."""
     config = engine_config("tiny-random")
-    config.streaming = dataclasses.replace(config.streaming, codec_thread=True)
+    config.streaming = dataclasses.replace(config.streaming, codec_thread=codec_thread)
     core = core_on_step_clock(config)
-    threads, decode = set(), core.audio.decoder.decode_ready
+    threads, decode = [], core.audio.decoder.decode_ready
 
     def decoding(now):
-        threads.add(threading.current_thread().name)
+        threads.append(threading.current_thread().name)
         return decode(now)
 
     core.audio.decoder.decode_ready = decoding
     core.add_request("r", tiny_frontend.prepare(TEXTS[1], tiny_frontend.voices[0]), SamplingParams(max_tokens=40))
-    assert drain(core)["r"][-1].finished
-    assert threads == {"chorus-codec_0"}
+    for step in range(1, 200):
+        if any(len(chunk.pcm) for chunk in core.step()):
+            drain(core)
+            return step, threads
+    raise AssertionError("no audio")
+
+
+def test_a_first_chunk_decodes_in_its_step_the_rest_beside_the_forward(tiny_frontend):
+    alone, _ = first_audio_step(tiny_frontend, codec_thread=False)
+    beside, threads = first_audio_step(tiny_frontend, codec_thread=True)
+    assert beside == alone  # the first audio waits no step
+    assert threads.count("MainThread") == 1 and set(threads) == {"MainThread", "chorus-codec_0"}
 
 
 def test_joe_streams_the_same_audio_with_the_codec_thread():

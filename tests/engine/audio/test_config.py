@@ -21,9 +21,10 @@ HINTS = WindowHints(first_chunk_frames=8, chunk_frames=128, urgent_slack_seconds
 def test_every_field_left_to_the_codec_takes_its_hint():
     resolved = StreamingConfig().resolve(HINTS)
     assert resolved.is_resolved and not StreamingConfig().is_resolved
-    # `incremental` is the engine's choice (the codec says by having an incremental decoder).
+    # `incremental` and `codec_thread` are the engine's choices (the codec says by having an
+    # incremental decoder; where the decoding runs is not the codec's to say).
     assert asdict(resolved) == {field.name: getattr(HINTS, field.name) for field in fields(WindowHints)
-                                if field.name not in SLACK_HINTS} | {"incremental": True}
+                                if field.name not in SLACK_HINTS} | {"incremental": True, "codec_thread": False}
     capacity = CapacityConfig().resolve(HINTS.urgent_slack_seconds, HINTS.defer_slack_seconds)
     assert capacity.is_resolved and not CapacityConfig().is_resolved
     assert (capacity.urgent_slack_seconds, capacity.defer_slack_seconds) == (0.12, 1.0)
