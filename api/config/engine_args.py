@@ -84,8 +84,8 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
                              "where it has one and decoding runs in the step (default: yes)")
     stream.add_argument("--codec-thread", action=argparse.BooleanOptionalAction, default=False,
                         help="on the CPU, decode audio on a thread of its own beside the next step's "
-                             "model forward: more audio per second at saturation, audio one step later "
-                             "(default: no; benchmarks/results/codec-thread-2026-12-04.md)")
+                             "model forward, a step later but for first chunks (default: no; "
+                             "benchmarks/results/codec-thread-2026-12-04.md)")
     gpu = parser.add_argument_group("GPU (ignored on the CPU)")
     gpu.add_argument("--no-cuda-graphs", action="store_true", help="run decode steps eagerly on CUDA")
     gpu.add_argument("--no-sample-in-graph", action="store_true",

@@ -47,9 +47,8 @@ class StreamingConfig:
     incremental: bool = True
     # Where the audio is decoded in the step (the CPU): decode on a thread of its own, beside the
     # next step's model forward, so that the codec and the model use two cores (each stream's
-    # audio is the same; it leaves one step later). Off by default: measured on 2 cores it serves
-    # more audio per second at saturation but refuses a few requests at low load, whose first
-    # audio admission does not yet expect a step later (benchmarks/results/codec-thread-*.md).
+    # audio is the same; after its first chunk it leaves one step later). Off by default: on 2
+    # cores it has not served more audio yet (benchmarks/results/codec-thread-2026-12-04.md).
     codec_thread: bool = False
 
     def __post_init__(self) -> None:
