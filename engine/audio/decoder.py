@@ -30,7 +30,7 @@ from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
 from engine.audio.runners import SYNC_RUNNER, CodecRunner
 from memory.state_slots import StateSlotPool
-from model.codecs.base import FrameCodec, IncrementalDecoder
+from model.codecs.base import FrameCodec, IncrementalDecoder, lag_frames
 
 
 @dataclass(slots=True)
@@ -103,11 +103,6 @@ DECODE_BUDGET = 2.0
 INCREMENTAL_PIECE_FRAMES = 64
 
 
-def lag_frames(incremental: IncrementalDecoder, codec: FrameCodec) -> int:
-    """Whole frames the incremental decoder's audio lags the frames fed (what a flush feeds)."""
-    return -(-incremental.delay_samples // codec.samples_per_frame)
-
-
 def _rows(runner: CodecRunner, audio: object | list[np.ndarray | None]) -> list[np.ndarray | None]:
     """One array of samples (or None) per window from a group's audio: the runner's handle of a
     batch, or the host audio of each window (decoded one by one after a failed batch, or cut
@@ -138,7 +133,8 @@ class StreamingDecoder:
                                  "(set crossfade_samples to 0, or turn incremental off)")
             # A later chunk's audio is final once the decoder has had its lag's worth of frames
             # after it.
-            config = dataclasses.replace(config, lookahead_frames=max(config.lookahead_frames, lag_frames(incremental, codec)))
+            lag = lag_frames(incremental, codec.samples_per_frame)
+            config = dataclasses.replace(config, lookahead_frames=max(config.lookahead_frames, lag))
         self.policy = ChunkPolicy(config, capacity)
         self.codec = codec
         self.config = config
@@ -147,7 +143,7 @@ class StreamingDecoder:
         # With a pool (a decoder with batched fixed-size states), each open stream owns a slot of
         # it from `open` until it closes; the decoder's states live there, not in `_Stream.state`.
         self.state_pool = state_pool
-        self._lag_frames = 0 if incremental is None else lag_frames(incremental, codec)
+        self._lag_frames = 0 if incremental is None else lag_frames(incremental, codec.samples_per_frame)
         self._streams: dict[Hashable, _Stream] = {}
         self._failures: dict[Hashable, Exception] = {}
         self._produced = 0  # frames pushed since the last launch

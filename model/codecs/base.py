@@ -52,6 +52,11 @@ class IncrementalDecoder(Protocol):
                totals: Sequence[int | None]) -> tuple[Tensor, list[list]]: ...
 
 
+def lag_frames(incremental: IncrementalDecoder, samples_per_frame: int) -> int:
+    """Whole frames the incremental decoder's audio lags the frames fed: what a flush feeds."""
+    return -(-incremental.delay_samples // samples_per_frame)
+
+
 @runtime_checkable
 class SlottedDecoder(IncrementalDecoder, Protocol):
     """An incremental decoder with no lag (delay_samples 0) whose per-stream state is a fixed set

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from model.codecs.base import FrameCodec, WindowHints
+from model.codecs.base import FrameCodec, WindowHints, lag_frames
 from model.families.joe.hifigan import HifiGanConfig, HifiGanDecoder
 from model.families.joe.istft import (HEAD_WEIGHTS_FILE, ONNX_INPUT, ONNX_OUTPUT, IstftDecoder, export_onnx,
                                     load_decoder, onnx_path)
@@ -117,8 +117,8 @@ class IncrementalWholeCodec(JoeFrameCodec):
         self.check_frames(frames, leading_dims=2)
         batch, count = frames.shape[:2]
         delay, spf = self.incremental.delay_samples, self.samples_per_frame
-        lag = -(-delay // spf)  # whole frames of zeros that flush the decoder past the end
-        padded = torch.cat([frames, frames.new_zeros(batch, lag, *frames.shape[2:])], dim=1)
+        # Whole frames of zeros that flush the decoder past the end.
+        padded = torch.cat([frames, frames.new_zeros(batch, lag_frames(self.incremental, spf), *frames.shape[2:])], dim=1)
         audio, _ = self.incremental.decode(padded, [self.incremental.initial_state() for _ in range(batch)],
                                            [0] * batch, [count] * batch)
         return audio[:, delay : delay + count * spf]
@@ -140,16 +140,16 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
                    folder: Path = SHIPPED_DECODER) -> JoeFrameCodec:
     """`istft` (the default) is the distilled decoder whose head lies in `folder`, `hifigan` the
     teacher's. Either runs through onnxruntime on the CPU (faster there; the iSTFT decoder's graph
-    is exported from our module once), the iSTFT decoder's graphs quantized to int8 (`int8`, made
-    once, model/families/joe/quantize.py), and through PyTorch on a GPU; a `-torch`,
+    is exported from our module once), the iSTFT decoder's streaming graph quantized to int8
+    (`int8`, made once, model/families/joe/quantize.py), and through PyTorch on a GPU; a `-torch`,
     `-onnxruntime` (float) or `-int8` suffix forces one. Every HiFi-GAN weight comes from the
     installed voice package."""
     device = torch.device(device)
     if codec not in CODEC_CHOICES:
         raise ValueError(f"the joe codec must be one of {', '.join(CODEC_CHOICES)}, got {codec!r}")
     decoder, _, runner = codec.partition("-")
-    # NOTE: on the CPU the iSTFT decoder runs in int8 unless a runner is named: 1.5x the audio per
-    # wall second at 16 streams in the server, WER and spectral distance within their bounds
+    # NOTE: on the CPU the iSTFT decoder runs in int8 unless a runner is named: 1.4-1.5x the audio
+    # per wall second at 16 streams in the server, WER and spectral distance within their bounds
     # (model/families/joe/quantize.py).
     runner = runner or ("torch" if device.type != "cpu" else "int8" if decoder == "istft" else "onnxruntime")
     if runner in ("onnxruntime", "int8") and device.type != "cpu":

@@ -17,9 +17,10 @@ require_voice_packages()
 from capacity.config import CapacityConfig
 from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
-from engine.audio.decoder import StreamingDecoder, lag_frames
+from engine.audio.decoder import StreamingDecoder
 from engine.audio.stage import AudioStage
 from engine.gpu_config import GpuConfig
+from model.codecs.base import lag_frames
 from model.families.joe.codec import load_joe_codec
 from tests.model.families.joe.streamed import PARITY, assert_equals_whole_decode, stream_through
 
@@ -38,7 +39,7 @@ def codec(request):
 
 def test_pieces_of_any_size_and_a_batch_at_different_positions_equal_the_whole_decode(codec, latents):
     inc = codec.incremental
-    flush = lag_frames(inc, codec)
+    flush = lag_frames(inc, codec.samples_per_frame)
     long, short = latents
     rng = np.random.default_rng(0)
     # The long stream goes alone for a while, then both go in batches of equal pieces.
@@ -90,7 +91,7 @@ def test_the_engine_decoder_feeds_every_frame_once_and_streams_the_whole_decode(
     decoder = StreamingDecoder(codec, config, feeds, capacity=CapacityConfig(urgent_slack_seconds=0))
     pieces = stream_through(decoder, latents, 8)  # the student's 8 frames a step
     assert not decoder.take_failures()
-    flush = lag_frames(feeds, codec)
+    flush = lag_frames(feeds, codec.samples_per_frame)
     assert feeds.frames == sum(len(z) + flush for z in latents)
     assert_equals_whole_decode(codec, latents, pieces, config.first_chunk_frames)
 
