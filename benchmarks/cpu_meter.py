@@ -6,6 +6,7 @@ own, so an engine core process counts with its API process), and /proc/stat for 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +35,6 @@ class CpuMeter:
         self._start: CpuSample | None = None
 
     def _sample(self) -> CpuSample:
-        import time
-
         return CpuSample(time.monotonic(), self._server(), machine_busy_seconds())
 
     def start(self) -> None:

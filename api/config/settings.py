@@ -110,5 +110,8 @@ class ApiSettings:
             raise ValueError("socket_idle_seconds and socket_send_timeout_seconds must be > 0")
 
     def max_tokens_for(self, text: str, outputs_per_second: float) -> int:
-        seconds = self.min_audio_seconds + len(text) * self.audio_seconds_per_char
+        return self.max_tokens_for_chars(len(text), outputs_per_second)
+
+    def max_tokens_for_chars(self, chars: int, outputs_per_second: float) -> int:
+        seconds = self.min_audio_seconds + chars * self.audio_seconds_per_char
         return max(1, math.ceil(seconds * outputs_per_second))

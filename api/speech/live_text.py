@@ -104,9 +104,8 @@ class LiveTextSegments:
             return
         self._cancel_timer()
         rest, self._buffer = self._buffer, ""
-        overflow = self._take(rest) if rest.strip() else ""
-        if overflow:  # no room for it in the request: it is spoken after it
-            self.rest.extend([overflow])
+        if rest.strip():
+            self._take_or_follow(rest)
         self.live = False
         self._final = True
         self._first_words.set()
@@ -141,9 +140,13 @@ class LiveTextSegments:
         self._open_word_timer = None
         if self.live and self._buffer.strip():
             word, self._buffer = self._buffer, ""
-            overflow = self._take(word)
-            if overflow:  # no room: it goes after the request, with the turn's end
-                self.rest.extend([overflow])
+            self._take_or_follow(word)
+
+    def _take_or_follow(self, text: str) -> None:
+        """`_take`, and what the request has no room for is spoken after it."""
+        overflow = self._take(text)
+        if overflow:
+            self.rest.extend([overflow])
 
     def _read(self, text: str) -> str:
         """What the model reads of a later piece: the pronunciations in force, then the
@@ -165,7 +168,7 @@ class LiveTextSegments:
         self._first_words.set()
 
     def _send(self) -> None:
-        if not self._registered or self.request_id is None:
+        if not self._registered:  # (set only once `request_id` is)
             return
         if self._unsent or self._final:
             ids, self._unsent = self._unsent, []
@@ -179,8 +182,8 @@ class LiveTextSegments:
 
     def _outputs_for(self, chars: int) -> int:
         """The output budget of `chars` characters of text, as a segment of them gets."""
-        settings = self._planner.settings
-        return min(self._params.max_tokens, settings.max_tokens_for("x" * chars, self._planner.limits.outputs_per_second))
+        rate = self._planner.limits.outputs_per_second
+        return min(self._params.max_tokens, self._planner.settings.max_tokens_for_chars(chars, rate))
 
     def _cancel_timer(self) -> None:
         if self._open_word_timer is not None:
