@@ -13,6 +13,7 @@ from api.app import create_app
 from api.deepgram.socket import ws_max_size
 from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
 from api.config.settings import ApiSettings
+from engine.client import EngineClient
 from model.tiny_random import ensure_tiny_random
 from tests.engine.conftest import engine_config, wall_clock_capacity
 
@@ -100,3 +101,41 @@ def speech_body(**overrides) -> dict:
     body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm", "seed": 7}
     body.update(overrides)
     return body
+
+
+class PostedCommands(list):
+    """Every command the API sent an engine core, in order; `at[id(command)]`: when."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: dict[int, float] = {}
+
+
+@pytest.fixture
+def posted(monkeypatch) -> PostedCommands:
+    """Records every command any EngineClient posts to its core while the test runs."""
+    commands = PostedCommands()
+    post = EngineClient._post
+
+    def recording(self, command):
+        commands.append(command)
+        commands.at[id(command)] = time.monotonic()
+        return post(self, command)
+
+    monkeypatch.setattr(EngineClient, "_post", recording)
+    return commands
+
+
+def prepared_texts(app) -> list[str]:
+    """The texts `app`'s front end is handed from now on (directly or by the prompt pool), in order."""
+    frontend = app.state.engine.frontend
+    texts: list[str] = []
+    prepare = frontend.prepare
+
+    def recording(text, *args, **kwargs):
+        texts.append(text)
+        return prepare(text, *args, **kwargs)
+
+    frontend.prepare = recording
+    app.state.planner.pool._prepare = recording
+    return texts

@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.config.settings import ApiSettings
-from engine.client import EngineClient
 from engine.messages import AddRequest, ExtendText
+from tests.api.conftest import prepared_texts
 from tests.engine.conftest import engine_config
 
 WORDS = ["Hello ", "there, ", "this ", "is ", "text ", "that ", "comes ", "in ", "while ", "it ", "speaks."]
@@ -30,20 +30,6 @@ def serve(**settings) -> TestClient:
 def client(chorus_cache):
     with serve() as client:
         yield client
-
-
-@pytest.fixture
-def posted(client, monkeypatch):
-    """Every command the API sends the engine core, in order."""
-    commands: list = []
-    post = EngineClient._post
-
-    def recording(self, command):
-        commands.append(command)
-        return post(self, command)
-
-    monkeypatch.setattr(EngineClient, "_post", recording)
-    return commands
 
 
 def speak_turn(client, pieces, query="", pause=0.0) -> tuple[bytes, list[dict]]:
@@ -67,7 +53,7 @@ def speak_turn(client, pieces, query="", pause=0.0) -> tuple[bytes, list[dict]]:
 
 
 def test_a_turn_is_one_request_that_reads_every_word_once(client, posted):
-    prepared = prepared_texts(client)
+    prepared = prepared_texts(client.app)
     audio, messages = speak_turn(client, WORDS, pause=0.05)
     adds = [c for c in posted if isinstance(c, AddRequest)]
     extends = [c for c in posted if isinstance(c, ExtendText)]
@@ -80,20 +66,6 @@ def test_a_turn_is_one_request_that_reads_every_word_once(client, posted):
     frontend = client.app.state.engine.frontend
     whole = "".join(WORDS).strip()
     assert frontend.live_text_ids(prepared[0]) + [i for e in extends for i in e.text_ids] == frontend.live_text_ids(whole)
-
-
-def prepared_texts(client: TestClient) -> list[str]:
-    """The texts the prompt pool hands the front end, in order."""
-    texts: list[str] = []
-    pool = client.app.state.planner.pool
-    prepare = pool._prepare
-
-    def recording(text, *args, **kwargs):
-        texts.append(text)
-        return prepare(text, *args, **kwargs)
-
-    pool._prepare = recording
-    return texts
 
 
 def test_the_first_request_starts_before_the_first_sentence_ends(client, posted):
@@ -177,7 +149,7 @@ def test_text_beyond_what_one_request_reads_follows_it(client, posted, monkeypat
     from api.speech import live_text
 
     monkeypatch.setattr(live_text, "FRAMES_PER_TEXT_TOKEN", 64)  # room for a few ids only
-    prepared = prepared_texts(client)
+    prepared = prepared_texts(client.app)
     audio, messages = speak_turn(client, WORDS, pause=0.05)
     adds = [c for c in posted if isinstance(c, AddRequest)]
     extends = [c for c in posted if isinstance(c, ExtendText)]

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from api.app import create_app
 from api.config.settings import ApiSettings
-from tests.api.conftest import speech_body
+from tests.api.conftest import prepared_texts, speech_body
 from tests.engine.conftest import engine_config
 
 TWO_FRAMES = dict(min_audio_seconds=0.1, audio_seconds_per_char=0.01)
@@ -27,21 +27,6 @@ def serve(**settings) -> TestClient:
     return TestClient(create_app(config, ApiSettings(**settings)), raise_server_exceptions=False)
 
 
-def prepared_texts(client: TestClient) -> list[str]:
-    """The texts the front end is handed, recorded as the prompt pool calls it."""
-    frontend = client.app.state.engine.frontend
-    texts: list[str] = []
-    prepare = frontend.prepare
-
-    def recording(text, *args, **kwargs):
-        texts.append(text)
-        return prepare(text, *args, **kwargs)
-
-    frontend.prepare = recording
-    client.app.state.planner.pool._prepare = recording
-    return texts
-
-
 @pytest.fixture(scope="module")
 def client(chorus_cache):
     with serve() as client:
@@ -49,14 +34,14 @@ def client(chorus_cache):
 
 
 def test_the_openai_route_normalizes_when_asked(client):
-    texts = prepared_texts(client)
+    texts = prepared_texts(client.app)
     assert client.post("/v1/audio/speech", json=speech_body(input=TEXT, voice="ryan")).status_code == 200
     assert client.post("/v1/audio/speech", json=speech_body(input=TEXT, voice="ryan", normalize=True)).status_code == 200
     assert texts == [TEXT, SAID]
 
 
 def test_deepgram_routes_take_it_as_a_query_parameter(client):
-    texts = prepared_texts(client)
+    texts = prepared_texts(client.app)
     spoken = client.post("/v1/speak?model=ryan&encoding=linear16&container=none&normalize=true", json={"text": TEXT})
     assert spoken.status_code == 200 and texts == [SAID]
     bad = client.post("/v1/speak?model=ryan&normalize=yes", json={"text": TEXT})
@@ -81,7 +66,7 @@ def test_another_language_is_refused_naming_normalize(client):
 
 def test_the_servers_default_applies_to_english_and_auto_only(chorus_cache):
     with serve(normalize_text=True) as client:
-        texts = prepared_texts(client)
+        texts = prepared_texts(client.app)
         for extra in ({}, {"language": "english"}, {"language": "chinese"}, {"normalize": False}):
             assert client.post("/v1/audio/speech", json=speech_body(input=TEXT, voice="ryan", **extra)).status_code == 200
         assert texts == [SAID, SAID, TEXT, TEXT]

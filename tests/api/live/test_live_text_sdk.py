@@ -11,7 +11,6 @@ from deepgram import DeepgramClient, DeepgramClientOptions, SpeakWebSocketEvents
 
 from api.app import create_app
 from api.config.settings import ApiSettings
-from engine.client import EngineClient
 from engine.messages import AbortRequest, AddRequest, ExtendText
 from tests.api.conftest import API_KEY, LiveServer
 from tests.engine.conftest import engine_config
@@ -25,23 +24,6 @@ def server(chorus_cache):
     config.num_threads = 1
     with LiveServer(create_app(config, ApiSettings(api_keys=(API_KEY,)))) as live:
         yield live
-
-
-posted_at: dict[int, float] = {}
-
-
-@pytest.fixture
-def posted(monkeypatch):
-    commands: list = []
-    post = EngineClient._post
-
-    def recording(self, command):
-        commands.append(command)
-        posted_at[id(command)] = time.monotonic()
-        return post(self, command)
-
-    monkeypatch.setattr(EngineClient, "_post", recording)
-    return commands
 
 
 def test_the_sdk_streams_a_reply_into_one_request_per_turn(server, posted):
@@ -64,7 +46,7 @@ def test_the_sdk_streams_a_reply_into_one_request_per_turn(server, posted):
     assert len(adds) == 1 and adds[0].prompt.text_complete is False
     assert [c.final for c in posted if isinstance(c, ExtendText)][-1] is True
     # The request started with the first word, and spoke before the turn's text was all in.
-    assert posted_at[id(adds[0])] < second_word_at and audio_at and audio_at[0] < second_word_at + 1.0
+    assert posted.at[id(adds[0])] < second_word_at and audio_at and audio_at[0] < second_word_at + 1.0
     # Barge-in: the running request is aborted; the next turn is a request of its own.
     connection.send_text("This reply is cut off by the caller ")
     time.sleep(0.3)
