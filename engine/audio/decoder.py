@@ -224,20 +224,27 @@ class StreamingDecoder:
         """Plans, decodes and emits every window ready at `now` (the engine clock's seconds)."""
         return self.collect(self.launch(now=now))
 
-    def launch(self, runner: CodecRunner | None = None, *, now: float) -> PendingAudio:
-        """Plans every ready window and starts decoding it (on `runner`'s device stream, if any);
-        stream state only moves in `collect` (but for incremental decoding, which decodes here), so
-        launch again only after collecting this one.
-        `now` is the engine clock's: listeners' slack is measured at it."""
+    def decode_first_chunks(self, now: float) -> dict[Hashable, StreamChunk]:
+        """`decode_ready` for the streams that have sent no audio yet, and only them (whose first
+        audio should not wait while the others' decodes elsewhere)."""
+        return self.collect(self.launch(now=now, first_chunks_only=True))
+
+    def launch(self, runner: CodecRunner | None = None, *, now: float, first_chunks_only: bool = False) -> PendingAudio:
+        """Plans every ready window (`first_chunks_only`: of the streams with no audio sent yet)
+        and starts decoding it (on `runner`'s device stream, if any); stream state only moves in
+        `collect` (but for incremental decoding, which decodes here), so launch again only after
+        collecting this one. `now` is the engine clock's: listeners' slack is measured at it."""
         runner = runner or SYNC_RUNNER
         empty: list[_Window] = []
         by_length: dict[int, list[_Window]] = defaultdict(list)
+        streams = [(sid, s) for sid, s in self._streams.items() if not (first_chunks_only and s.emitted)]
         # NOTE: streams closest to running dry first (a first chunk is due now): their batches
         # launch first (on a side stream they finish first), and so do their windows when a
         # failed batch is retried one window at a time; a bound on windows per step would keep them.
-        by_urgency = sorted(self._streams.items(), key=lambda item: item[1].listener.due_for_first_chunk(now))
+        by_urgency = sorted(streams, key=lambda item: item[1].listener.due_for_first_chunk(now))
         planned = (self._plan(stream_id, stream, now) for stream_id, stream in by_urgency)
-        windows = self._this_step([w for w in planned if w is not None], now)
+        # First chunks always decode (their listeners have nothing): they spend no budget.
+        windows = self._this_step([w for w in planned if w is not None], now, spend_budget=not first_chunks_only)
         owners = {w.stream_id: self._streams[w.stream_id] for w in windows}
         for window in windows:
             if window.start == window.end:
@@ -256,7 +263,7 @@ class StreamingDecoder:
                 audio = self._decode_one_by_one(group, owners, runner)
             groups.append((group, audio))
         if self.incremental is not None:
-            groups.append(self._decode_incrementally(windows, owners, now))
+            groups.append(self._decode_incrementally(windows, owners, now, first_chunks_only))
         return PendingAudio(empty, groups, owners, runner, now)
 
     def collect(self, pending: PendingAudio) -> dict[Hashable, StreamChunk]:
@@ -286,17 +293,18 @@ class StreamingDecoder:
         return {length: approximate for length, group in by_length.items()
                 if (approximate := [w for w in group if self._is_approximate(w, owners[w.stream_id])])}
 
-    def _decode_incrementally(self, windows: list[_Window], owners: dict[Hashable, _Stream], now: float
-                              ) -> tuple[list[_Window], list[np.ndarray | None]]:
-        """Feeds the open streams the frames they received since they were last fed (as
-        `_feeds_now` says), and the streams whose last window is due their flush, in
+    def _decode_incrementally(self, windows: list[_Window], owners: dict[Hashable, _Stream], now: float,
+                              first_chunks_only: bool = False) -> tuple[list[_Window], list[np.ndarray | None]]:
+        """Feeds the open streams (`first_chunks_only`: those with no audio sent yet) the frames
+        they received since they were last fed (as `_feeds_now` says), and the streams whose last window is due their flush, in
         batches of streams with as many frames to feed; then cuts the exact audio of the windows
         that are not approximate first chunks."""
         # NOTE: feeding streams each step, not each window when it is due, keeps the codec's work
         # per step proportional to the frames the step made (no step carries a long window) and
         # batches the streams (they make the same frames per step): one call, not one each. A
         # listener far ahead is fed in longer pieces, which cost less per frame.
-        feeds: dict[Hashable, bool] = {sid: False for sid, s in self._streams.items() if self._feeds_now(s, now)}
+        feeds: dict[Hashable, bool] = {sid: False for sid, s in self._streams.items()
+                                       if self._feeds_now(s, now) and not (first_chunks_only and s.emitted)}
         feeds.update((w.stream_id, True) for w in windows if w.is_last and w.start != w.end)
         by_count: dict[int, list[tuple[Hashable, bool]]] = defaultdict(list)
         for stream_id, flush in feeds.items():
@@ -396,12 +404,14 @@ class StreamingDecoder:
                 audio.append(None)
         return audio
 
-    def _this_step(self, due: list[_Window], now: float) -> list[_Window]:
+    def _this_step(self, due: list[_Window], now: float, spend_budget: bool = True) -> list[_Window]:
         """The windows of `due` (most urgent first) that decode now: the most urgent, every first
         chunk and every listener within `defer_slack_seconds` of running dry, and the others while
         the frames decoded stay within DECODE_BUDGET times the frames produced since the last
-        launch; the rest wait for a later step."""
-        budget, self._produced = DECODE_BUDGET * self._produced, 0
+        launch that spent the budget; the rest wait for a later step."""
+        budget = DECODE_BUDGET * self._produced
+        if spend_budget:
+            self._produced = 0
         spent, chosen = 0, []
         for window in due:
             cost = self._cost(window)

@@ -97,12 +97,13 @@ class AudioStage:
 
     def with_first_chunks(self, ready: dict[Hashable, StreamChunk], now: float) -> dict[Hashable, StreamChunk]:
         """With a codec thread: `ready` (what it decoded) and, when a stream's first chunk became
-        ready in this step, what decodes now, in the step: a first audio never waits a step.
-        A stream in both gets one chunk, the two joined in order."""
+        ready in this step, that chunk (and any other stream's first), decoded now, in the step:
+        a first audio never waits a step, and the others' audio stays for the thread. A stream
+        in both gets one chunk, the two joined in order."""
         if self._thread is None or not self.decoder.first_chunk_ready(now):
             return ready
         joined = dict(ready)
-        for stream_id, later in self.decoder.decode_ready(now).items():
+        for stream_id, later in self.decoder.decode_first_chunks(now).items():
             earlier = joined.get(stream_id)
             joined[stream_id] = later if earlier is None else StreamChunk(
                 np.concatenate([earlier.pcm, later.pcm]), later.is_last, earlier.frame_start, later.frame_end)

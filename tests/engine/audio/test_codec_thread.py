@@ -40,17 +40,18 @@ def test_the_same_audio_with_and_without_the_codec_thread(tiny_frontend):
 
 
 def first_audio_step(tiny_frontend, codec_thread: bool) -> tuple[int, list[str]]:
-    """The step in which a lone request's first audio leaves, and the thread of every decode."""
+    """The step in which a lone request's first audio leaves, and the thread of every decode
+    (with whether it decoded first chunks only)."""
     config = engine_config("tiny-random")
     config.streaming = dataclasses.replace(config.streaming, codec_thread=codec_thread)
     core = core_on_step_clock(config)
-    threads, decode = [], core.audio.decoder.decode_ready
+    threads, launch = [], core.audio.decoder.launch
 
-    def decoding(now):
-        threads.append(threading.current_thread().name)
-        return decode(now)
+    def launching(*args, first_chunks_only=False, **kwargs):
+        threads.append((threading.current_thread().name, first_chunks_only))
+        return launch(*args, first_chunks_only=first_chunks_only, **kwargs)
 
-    core.audio.decoder.decode_ready = decoding
+    core.audio.decoder.launch = launching
     core.add_request("r", tiny_frontend.prepare(TEXTS[1], tiny_frontend.voices[0]), SamplingParams(max_tokens=40))
     for step in range(1, 200):
         if any(len(chunk.pcm) for chunk in core.step()):
@@ -63,7 +64,38 @@ def test_a_first_chunk_decodes_in_its_step_the_rest_beside_the_forward(tiny_fron
     alone, _ = first_audio_step(tiny_frontend, codec_thread=False)
     beside, threads = first_audio_step(tiny_frontend, codec_thread=True)
     assert beside == alone  # the first audio waits no step
-    assert threads.count("MainThread") == 1 and set(threads) == {"MainThread", "chorus-codec_0"}
+    # In the step: one decode, of first chunks only; every other decode on the thread, of all.
+    assert threads.count(("MainThread", True)) == 1
+    assert set(threads) == {("MainThread", True), ("chorus-codec_0", False)}
+
+
+def test_in_the_step_only_streams_without_audio_decode(tiny_frontend):
+    """A new stream's first chunk decodes in the step; a playing stream's frames wait for the
+    thread even in that step (else every step with a new stream would decode everything in it)."""
+    config = engine_config("tiny-random")
+    config.streaming = dataclasses.replace(config.streaming, codec_thread=True)
+    core = core_on_step_clock(config)
+    core.add_request("old", tiny_frontend.prepare(TEXTS[1], tiny_frontend.voices[0]), SamplingParams(max_tokens=60))
+    for _ in range(200):
+        if any(len(chunk.pcm) for chunk in core.step()):
+            break
+    core.step()  # the old stream's audio now comes from the thread
+    core.add_request("new", tiny_frontend.prepare(TEXTS[1], tiny_frontend.voices[0]), SamplingParams(max_tokens=60))
+    decoded_in_step = []
+    first_chunks = core.audio.decoder.decode_first_chunks
+
+    def recording(now):
+        chunks = first_chunks(now)
+        decoded_in_step.append(set(chunks))
+        return chunks
+
+    core.audio.decoder.decode_first_chunks = recording
+    for _ in range(200):
+        if decoded_in_step:
+            break
+        core.step()
+    assert decoded_in_step == [{"new"}]
+    drain(core)
 
 
 def test_joe_streams_the_same_audio_with_the_codec_thread():
