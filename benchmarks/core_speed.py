@@ -45,7 +45,7 @@ SENTENCES = (
 )
 
 
-def _core(model: str, threads: int, admission: bool, codec: str | None = None):
+def _core(model: str, threads: int, admission: bool, codec: str | None = None, cpu_batch_precision: str = "auto"):
     import torch
 
     from engine.config import EngineConfig
@@ -53,7 +53,8 @@ def _core(model: str, threads: int, admission: bool, codec: str | None = None):
     from model.config import ModelConfig
 
     torch.set_num_threads(threads)
-    config = EngineConfig(model=ModelConfig(model=model, device="cpu", codec=codec), mode="inproc")
+    extra = {} if cpu_batch_precision == "auto" else {"cpu_batch_precision": cpu_batch_precision}
+    config = EngineConfig(model=ModelConfig(model=model, device="cpu", codec=codec, **extra), mode="inproc")
     # NOTE: the concurrent runs measure raw work: every stream admitted, whatever its listener.
     delay = 1.0 if admission else None
     if hasattr(config, "capacity"):
@@ -207,19 +208,19 @@ def _run(core, frontend, streams: int, round_index: int, max_tokens: int | None 
 
 
 def measure(model: str, threads: int, stream_counts: list[int], rounds: int, max_tokens: int | None = None,
-            fixed_length: bool = False, codec: str | None = None) -> dict:
+            fixed_length: bool = False, codec: str | None = None, cpu_batch_precision: str = "auto") -> dict:
     from model.config import ModelConfig
     from model.loader import load_frontend
 
     frontend = load_frontend(ModelConfig(model=model))
     figures: dict[str, float] = {}
-    single = _core(model, threads, admission=True, codec=codec)
+    single = _core(model, threads, admission=True, codec=codec, cpu_batch_precision=cpu_batch_precision)
     _run(single, frontend, 1, -1, max_tokens, fixed_length)  # warm-up
     ones = [_run(single, frontend, 1, r, max_tokens, fixed_length)[1][0] for r in range(rounds)]
     figures["single_rtf"] = statistics.median(m.real_time_factor for m in ones)
     figures["single_ttfa_s"] = statistics.median(m.time_to_first_audio for m in ones)
     for streams in stream_counts:
-        core = _core(model, threads, admission=False, codec=codec)
+        core = _core(model, threads, admission=False, codec=codec, cpu_batch_precision=cpu_batch_precision)
         probe = StepProbe(core.family)
         _run(core, frontend, 2, -1, max_tokens, fixed_length)  # warm-up
         rates = []
@@ -274,6 +275,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fixed-length", action="store_true",
                         help="every request makes exactly --max-tokens outputs (min_tokens = max_tokens)")
     parser.add_argument("--codec", help="the model's codec (e.g. istft-int8 for joe; default: the model's)")
+    parser.add_argument("--cpu-batch-precision", default="auto", choices=("auto", "bfloat16", "float32"),
+                        help="products of several rows on the CPU (model/config.py; default: the tree's own)")
     parser.add_argument("--label", default="this tree")
     parser.add_argument("--summarize", type=Path, help="print the table of a file of runs (JSON lines)")
     args = parser.parse_args(argv)
@@ -284,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     machine = machine_info()
     figures = measure(args.model, args.threads, args.streams, args.rounds, args.max_tokens, args.fixed_length,
-                      args.codec)
+                      args.codec, args.cpu_batch_precision)
     machine["load_average_after"] = os.getloadavg()
     json.dump({"label": args.label, "model": args.model, "threads": args.threads, "figures": figures,
                "command": "python -m benchmarks.core_speed " + " ".join(sys.argv[1:] if argv is None else argv),

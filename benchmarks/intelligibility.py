@@ -32,7 +32,7 @@ from capacity.config import CapacityConfig
 from engine.client import EngineClient
 from engine.config import EngineConfig
 from evaluation import EVAL_SENTENCES
-from model.config import ModelConfig
+from model.config import CPU_BATCH_PRECISIONS, ModelConfig
 from model.sampling import SamplingParams
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -100,10 +100,12 @@ def teacher_runs(sentences: list[str], runs: int, noise: bool) -> SystemResult:
     return result
 
 
-async def engine_sequential(client: EngineClient, sentences: list[str], params: SamplingParams) -> list[Synthesis]:
+async def engine_sequential(client: EngineClient, sentences: list[str], params: SamplingParams,
+                            streams: int = 1) -> list[Synthesis]:
+    """Every sentence, `streams` at a time (1: alone; more: each a row of the others' steps)."""
     out = []
-    for text in sentences:
-        out.append(await _one(client, text, params))
+    for i in range(0, len(sentences), streams):
+        out += await asyncio.gather(*(_one(client, text, params) for text in sentences[i:i + streams]))
     return out
 
 
@@ -138,15 +140,23 @@ async def engine_concurrent(client: EngineClient, sentences: list[str], streams:
 
 
 async def engine_system(model: str, sentences: list[str], concurrency: list[int], threads: int,
-                        codec: str | None = None) -> tuple[SystemResult, dict]:
+                        codec: str | None = None, precision: str = "auto", wer_streams: int = 1
+                        ) -> tuple[SystemResult, dict]:
+    """`precision`: ModelConfig.cpu_batch_precision; `wer_streams`: the syntheses scored go this
+    many at a time (their single-stream speed figures then are of that many streams)."""
     # The voice's own speed: every stream admitted and stepped (admission and skipping are the
     # serving benchmark's, benchmarks/serving.py).
-    config = EngineConfig(model=ModelConfig(model=model, codec=codec, device="cpu"), mode="inproc", num_threads=threads,
+    model_config = ModelConfig(model=model, codec=codec, device="cpu", cpu_batch_precision=precision)
+    config = EngineConfig(model=model_config, mode="inproc", num_threads=threads,
                           capacity=CapacityConfig(max_queue_delay=None, skip_slack_seconds=None))
     if model == "tiny-random":
         name = f"`{model}` through the engine"
     else:
         name = f"student (`{Path(model).name}`) through the engine, {codec or 'istft'} decoder"
+        if precision != "auto":
+            name += f", several rows in {precision}"
+    if wer_streams > 1:
+        name += f", {wer_streams} streams at a time"
     result = SystemResult(name)
     speed: dict = {}
     async with EngineClient(config) as client:
@@ -155,7 +165,7 @@ async def engine_system(model: str, sentences: list[str], concurrency: list[int]
             # Orpheus-shaped: no known length; give it the API's budget for the longest sentence.
             params = params.replace(max_tokens=82 * 6, seed=0)
         await _one(client, "Warm up.", params)
-        run = await engine_sequential(client, sentences, params)
+        run = await engine_sequential(client, sentences, params, wer_streams)
         result.runs.append(run)
         speed["single_stream_rtf"] = sum(s.wall_seconds for s in run) / sum(s.seconds for s in run)
         speed["single_stream_ttfa_p50_ms"] = 1000 * statistics.median(s.ttfa_seconds for s in run)
@@ -208,6 +218,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="skip the student through the teacher's HiFi-GAN decoder")
     parser.add_argument("--also-codec", action="append", default=[],
                         help="the student through this codec too (e.g. istft-int8), a row of its own; repeatable")
+    parser.add_argument("--also-precision", action="append", default=[], choices=CPU_BATCH_PRECISIONS,
+                        help="also score the student with its products of several rows in this precision")
+    parser.add_argument("--wer-streams", type=int, default=1,
+                        help="the student's scored syntheses this many at a time (bfloat16 rows need > 1)")
     parser.add_argument("--machine", default="2-core x86_64 CPU, torch CPU")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -217,14 +231,19 @@ def main(argv: list[str] | None = None) -> None:
 
     teacher = teacher_runs(sentences, args.runs, noise=True)
     teacher_quiet = teacher_runs(sentences, 1, noise=False)
-    student, speed = asyncio.run(engine_system(args.student, sentences, args.concurrency, args.threads))
+    student, speed = asyncio.run(engine_system(args.student, sentences, args.concurrency, args.threads,
+                                               wer_streams=args.wer_streams))
     systems = [teacher, teacher_quiet, student]
     if not args.no_reference_codec:
         reference, reference_speed = asyncio.run(
             engine_system(args.student, sentences, [], args.threads, codec="hifigan"))
         systems.append(reference)
-    others = [(codec, *asyncio.run(engine_system(args.student, sentences, [], args.threads, codec=codec)))
+    others = [(codec, *asyncio.run(engine_system(args.student, sentences, [], args.threads, codec=codec,
+                                                 wer_streams=args.wer_streams)))
               for codec in args.also_codec]
+    others += [(None, *asyncio.run(engine_system(args.student, sentences, [], args.threads, precision=precision,
+                                                 wer_streams=args.wer_streams)))
+               for precision in args.also_precision]
     systems += [system for _, system, _ in others]
     if not args.no_floor:
         floor, floor_speed = asyncio.run(engine_system("tiny-random", sentences, [], args.threads))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CPU_BATCH_PRECISIONS = ("auto", "bfloat16", "float32")
 
 
 @dataclass(slots=True)
@@ -28,8 +29,16 @@ class ModelConfig:
     # SNAC was trained with a noise block; it is off by default so every window decodes
     # deterministically and streamed audio equals an offline decode.
     codec_noise: bool = False
+    # Products of several rows (a batch of streams, a prompt) of a float32 model on the CPU:
+    # "bfloat16" through oneDNN's AVX-512 BF16 / AMX kernels, "float32" as the weights are, "auto"
+    # bfloat16 where the CPU has those instructions (model/llama/low_precision_linear.py; only
+    # the joe student, measured within its quality bounds, honours it so far).
+    cpu_batch_precision: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.cpu_batch_precision not in CPU_BATCH_PRECISIONS:
+            raise ValueError(f"cpu_batch_precision must be one of {', '.join(CPU_BATCH_PRECISIONS)}, "
+                             f"got {self.cpu_batch_precision!r}")
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
         if self.dtype != "auto" and self.dtype not in _DTYPES:
@@ -50,6 +59,17 @@ class ModelConfig:
         if self.torch_device.type == "cuda" and importlib.util.find_spec("triton") is not None:
             return "triton"
         return "torch"
+
+    @property
+    def bf16_cpu_rows(self) -> bool:
+        """Whether a float32 model on the CPU runs its products of several rows in bfloat16."""
+        if self.torch_device.type != "cpu" or self.torch_dtype != torch.float32:
+            return False
+        if self.cpu_batch_precision == "auto":
+            from model.llama.low_precision_linear import cpu_has_bf16_matmul
+
+            return cpu_has_bf16_matmul()
+        return self.cpu_batch_precision == "bfloat16"
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -9,7 +9,7 @@ from engine.audio.config import StreamingConfig
 from engine.config import EngineConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
-from model.config import ModelConfig
+from model.config import CPU_BATCH_PRECISIONS, ModelConfig
 from scheduler.config import SchedulerConfig
 
 
@@ -32,6 +32,9 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
                        help="auto (triton on CUDA, torch otherwise), torch, triton, or xformers "
                             "(CUDA: xformers for prefill, triton for decode)")
     model.add_argument("--max-model-len", type=int, default=None)
+    model.add_argument("--cpu-batch-precision", default=_MODEL.cpu_batch_precision, choices=CPU_BATCH_PRECISIONS,
+                       help="a float32 model's products of several rows on the CPU: bfloat16 (AVX-512 BF16 or "
+                            "AMX), float32, or auto (bfloat16 where the CPU has those; the joe student only)")
     cache = parser.add_argument_group("KV cache")
     cache.add_argument("--block-size", type=int, default=_CACHE.block_size)
     cache.add_argument("--gpu-memory-utilization", type=float, default=_CACHE.gpu_memory_utilization)
@@ -111,6 +114,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             dtype=args.dtype,
             attention_backend=args.attention_backend,
             max_model_len=args.max_model_len,
+            cpu_batch_precision=args.cpu_batch_precision,
         ),
         cache=CacheConfig(
             block_size=args.block_size,

@@ -13,7 +13,7 @@ from model.families.joe.student import read_config
 def load_family(path: Path, config: ModelConfig) -> JoeFamily:
     attention = get_attention_backend(config.resolved_attention_backend)
     return JoeFamily.from_folder(path, attention, config.torch_device, config.torch_dtype, config.max_model_len,
-                                 codec=config.codec or "istft")
+                                 codec=config.codec or "istft", bf16_rows=config.bf16_cpu_rows)
 
 
 def load_frontend(path: Path, model_name: str) -> PromptFrontend:

@@ -17,7 +17,7 @@ from capacity.config import CapacityConfig
 from engine.errors import RequestRejected
 from model.sampling import SamplingParams
 from model.families.base import SpeechPrompt
-from model.llama.half_gemv import use_half_gemv
+from model.llama.low_precision_linear import use_low_precision_linears
 from model.families.joe.codec import load_joe_codec
 from training.joe.dense import StudentBatch, forward_steps
 from model.families.joe.family import STEP_SLOT_ID, JoeFamily
@@ -94,11 +94,11 @@ def test_engine_equals_the_training_forward_and_ends_with_every_frame(student, c
 
 
 def test_half_precision_single_row_steps_stay_close(student, codec):
-    # The shipped voice serves one stream's decode steps with float16 weight copies (half_gemv.py).
+    # The shipped voice serves one stream's decode steps with float16 weight copies (low_precision_linear.py).
     prompts = [prompt(2)]
     exact, _, _ = serve(student, codec, num_blocks=64, prompts=prompts)
     half_student = copy.deepcopy(student)
-    assert use_half_gemv(half_student) > 0
+    assert use_low_precision_linears(half_student) > 0
     half, _, _ = serve(half_student, codec, num_blocks=64, prompts=prompts)
     scale = exact["s0"].abs().max()
     assert 0 < (half["s0"] - exact["s0"]).abs().max() <= 1e-2 * scale
