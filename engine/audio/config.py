@@ -48,7 +48,8 @@ class StreamingConfig:
     # Where the audio is decoded in the step (the CPU): decode on a thread of its own, beside the
     # next step's model forward, so that the codec and the model use two cores (each stream's
     # audio is the same; after its first chunk it leaves one step later). Off by default: on 2
-    # cores it has not served more audio yet (benchmarks/results/codec-thread-2026-12-04.md).
+    # cores it serves 1.05-1.1x the audio per wall second but costs 1.1-1.2x the CPU per audio
+    # second (benchmarks/results/codec-thread-2026-12-04.md).
     codec_thread: bool = False
 
     def __post_init__(self) -> None:
