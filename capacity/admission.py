@@ -12,6 +12,7 @@ its `Listener`'s.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -73,29 +74,39 @@ class _Typical:
 class TypicalRequest:
     """A running mean (exponentially weighted) of admitted requests' prompt tokens and outputs,
     and of how much of a new speech's first-audio budget is spent before its first request
-    reaches the engine (`lead`: its prompt's preparation). Invariant: the sizes are positive,
-    the lead is >= 0."""
+    reaches the engine (`lead`: its prompt's preparation); and the sizes of the last RECENT
+    admitted, whose lower quartile by outputs is the `short` stand-in. Invariant: the sizes are
+    positive, the lead is >= 0."""
 
     WEIGHT = 0.1  # of each new request
+    RECENT = 64
+    SHORT_QUANTILE = 0.25
 
     def __init__(self, prompt_tokens: float = 100.0, outputs: float = 300.0) -> None:
         self.prompt_tokens, self.outputs = prompt_tokens, outputs
         self.lead = 0.0
+        self._recent: deque[tuple[int, int]] = deque(maxlen=self.RECENT)  # (outputs, prompt tokens)
 
     def observe(self, request: Candidate, lead: float | None = None) -> None:
         """Counts an admitted request; `lead`: the seconds its speech had waited before it came
         (None: not a new speech's first request, which says nothing of that)."""
         w = self.WEIGHT
-        self.prompt_tokens += w * (max(1, request.prompt_tokens) - self.prompt_tokens)
-        self.outputs += w * (max(1, request.max_outputs + request.outputs_after) - self.outputs)
+        prompt_tokens, outputs = max(1, request.prompt_tokens), max(1, request.max_outputs + request.outputs_after)
+        self.prompt_tokens += w * (prompt_tokens - self.prompt_tokens)
+        self.outputs += w * (outputs - self.outputs)
+        self._recent.append((outputs, prompt_tokens))
         if lead is not None:
             self.lead += w * (max(0.0, lead) - self.lead)
 
-    def request(self, now: float, max_queue_delay: float) -> Candidate:
-        """A stand-in request of the typical size, reaching the engine `now` with a typical
-        speech's budget left."""
-        return _Typical(round(self.prompt_tokens), round(self.outputs), now,
-                        Listener(first_audio_due=now + max_queue_delay - self.lead))
+    def request(self, now: float, max_queue_delay: float, short: bool = False) -> Candidate:
+        """A stand-in request of the typical size (`short`: of the lower quartile of recent
+        sizes by outputs, or the typical one before any came), reaching the engine `now` with a
+        typical speech's budget left."""
+        outputs, prompt_tokens = round(self.outputs), round(self.prompt_tokens)
+        if short and self._recent:
+            ranked = sorted(self._recent)
+            outputs, prompt_tokens = ranked[int(self.SHORT_QUANTILE * (len(ranked) - 1))]
+        return _Typical(prompt_tokens, outputs, now, Listener(first_audio_due=now + max_queue_delay - self.lead))
 
 
 @dataclass(slots=True)
@@ -220,16 +231,18 @@ class Admission:
             newcomers.append(candidate)
         return len(newcomers)
 
-    def room_in_time(self, committed: list[StreamOutlook], now: float) -> int:
-        """Room in time: how many typical new requests (at most `room_limit`) arriving now would
-        all start by their first-audio deadlines, at once or after waiting behind the queue: what
-        `offer` would admit or queue rather than refuse (at least `room_now`'s count)."""
+    def room_in_time(self, committed: list[StreamOutlook], now: float, short: bool = False) -> int:
+        """Room in time: how many typical new requests (`short`: short ones, TypicalRequest's) (at
+        most `room_limit`) arriving now would all start by their first-audio deadlines, at once
+        or after waiting behind the queue: what `offer` would admit or queue rather than refuse
+        (at least `room_now`'s count)."""
         if self.max_queue_delay is None:
             return max(0, min(self.room_limit, self.max_num_seqs - len(committed)))
         low, high = 0, self.room_limit  # `low` requests are known to make it; more never start sooner
         while low < high:
             mid = (low + high + 1) // 2
-            if self._in_time(committed, [self.typical.request(now, self.max_queue_delay) for _ in range(mid)], now):
+            newcomers = [self.typical.request(now, self.max_queue_delay, short) for _ in range(mid)]
+            if self._in_time(committed, newcomers, now):
                 low = mid
             else:
                 high = mid - 1
@@ -246,8 +259,9 @@ class Admission:
         room_now = self.room_now(committed, now)
         # NOTE: with room now for as many as it counts, waiting adds none.
         in_time = room_now if room_now == self.room_limit else max(room_now, self.room_in_time(committed, now))
+        short = in_time if in_time == self.room_limit else max(in_time, self.room_in_time(committed, now, short=True))
         until = 0.0 if room_now else self.seconds_until_room(committed, now)
-        return Room(room_now, in_time, until, now)
+        return Room(room_now, in_time, until, now, short)
 
     # ---- helpers ---------------------------------------------------------------------------
 

@@ -13,13 +13,21 @@ from dataclasses import dataclass
 class Room:
     """Room for new requests of the usual size, as the engine saw it at `taken_at` (its clock):
     `now` could start at once, `in_time` would start by their first audio's due time (at once or
-    after waiting in the queue), and with no room now, `seconds_until` one could start.
-    Invariant: 0 <= now <= in_time; seconds_until is 0 when now > 0."""
+    after waiting in the queue), and with no room now, `seconds_until` one could start;
+    `short_in_time`: as `in_time`, for short requests (the lower quartile of recent sizes; None:
+    not projected, take `in_time`). Invariant: 0 <= now <= in_time <= short_in_time (when set);
+    seconds_until is 0 when now > 0."""
 
     now: int = 0
     in_time: int = 0
     seconds_until: float = 0.0
     taken_at: float = 0.0
+    short_in_time: int | None = None
+
+    @property
+    def in_time_for_short(self) -> int:
+        """Short requests that would start by their first audio's due time."""
+        return self.in_time if self.short_in_time is None else self.short_in_time
 
 
 def room_left(reported: int, taken_since: int) -> int:

@@ -71,6 +71,11 @@ class EngineStatsCollector(Collector):
             value=stats.room.in_time,
         )
         yield GaugeMetricFamily(
+            "chorus_room_in_time_short_streams", "The same for short streams (the lower quartile of recent "
+            "sizes): what the API's early refusal and the Ray Serve router compare (at most 8)",
+            value=stats.room.in_time_for_short,
+        )
+        yield GaugeMetricFamily(
             "chorus_seconds_until_room", "With no room now, seconds until a stream of the usual size could start",
             value=stats.room.seconds_until,
         )

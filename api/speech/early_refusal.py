@@ -5,9 +5,16 @@ preparing a prompt costs tens of milliseconds of CPU: under heavy overload, prep
 only for the engine to refuse them took a whole core from the streams it serves (64 closed-loop
 streams on the 2-core machine: 87 % refused, and only 54 % of the admitted streams viable), and
 in a burst the last refusals came only after everyone's prompt had been prepared (p99 0.76 s).
-So the API first compares the room the engine last reported (how many requests of the usual
-size would start by their first audio's due time, at once or after waiting in its queue: the
-`Room` it publishes, capacity/room.py) with what this API has started since.
+So the API first compares the room the engine last reported (how many short requests would start
+by their first audio's due time, at once or after waiting in its queue: the `Room` it publishes,
+capacity/room.py) with what this API has started since.
+
+Short, not of the usual size: the usual size is a mean, which a few long speeches (paragraphs,
+and a speech's first request counts its later segments too) pull far above most requests. Gated
+on it, the API refused 1-3 % of 48 paced listeners' requests while the engine, deciding with the
+prompt in hand, refused none of those it was given. Against short requests the gate still shuts
+when the engine is full for anyone, which is when it saves the most CPU; a long speech it lets
+through is the engine's to admit, queue or refuse.
 """
 from __future__ import annotations
 
@@ -26,8 +33,8 @@ class EarlyRefusal:
     """Invariant: a speech is refused here only while admission is on, this API has a speech in
     flight (the engine, which serves this API alone, is not idle), and the speeches being
     started by this API plus those admitted since the engine's last report already fill the room
-    it reported for speeches that would start by their first-audio deadline, waiting in its
-    queue if need be (a speech it would queue rather than refuse goes on to be prepared);
+    it reported for short speeches that would start by their first-audio deadline, waiting in
+    its queue if need be (a speech it would queue rather than refuse goes on to be prepared);
     `starting` counts the speeches between this check and the engine's answer to their first
     segment, `active` those admitted and not yet closed."""
 
@@ -39,16 +46,16 @@ class EarlyRefusal:
         self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
 
     def room_left(self, stats: EngineStats) -> int:
-        """How many more speeches of the usual size would start by their first audio's due time,
-        at once or after waiting (0: this API refuses): the engine's published room in time less
-        what this API started since (what the Ray router compares, too)."""
+        """How many more short speeches would start by their first audio's due time, at once or
+        after waiting (0: this API refuses): the engine's published room in time less what this
+        API started since (what the Ray router compares, too)."""
         taken = self.starting + sum(1 for at in self._admitted if at >= stats.room.taken_at)
         # NOTE: the report may be a quarter of a second old: a client that sends its next request
         # the moment its last one ends must not be refused for a stream that is gone.
         if not self.admission_on or self.starting + self.active == 0 or \
                 stats.num_running + stats.num_queued + taken == 0:
-            return max(1, room_left(stats.room.in_time, taken))
-        return room_left(stats.room.in_time, taken)
+            return max(1, room_left(stats.room.in_time_for_short, taken))
+        return room_left(stats.room.in_time_for_short, taken)
 
     def check(self, stats: EngineStats) -> None:
         """Raises RequestRejected ("overloaded", with the engine's projected wait) when full."""

@@ -97,3 +97,13 @@ def test_a_speech_the_engine_refused_takes_no_room():
 def test_an_idle_engine_or_admission_off_never_refuses():
     EarlyRefusal(admission_on=True).check(stats(running=0, room=0))
     EarlyRefusal(admission_on=False).check(stats(running=50, room=0, queued=9))
+
+
+def test_the_gate_counts_the_room_for_short_speeches():
+    """No room in time for another speech of the usual size, but for short ones: the gate lets
+    one through to be prepared (the engine decides with its prompt in hand)."""
+    gate = busy_gate()
+    usual_full = stats(running=6, room=0, room_now=0)
+    gate.check(EngineStats(num_running=6, room=Room(0, 0, 1.0, usual_full.room.taken_at, short_in_time=1)))
+    with pytest.raises(RequestRejected):
+        gate.check(usual_full)  # a report without the short figure: the usual size's

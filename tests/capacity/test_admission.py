@@ -259,3 +259,26 @@ def test_a_request_waits_while_no_state_slot_is_free_and_room_counts_the_slots()
     started, refused = admission.poll([], now=0.1)
     assert [r.request_id for r in started] == ["new"] and not refused
     assert admission.room_now([], 0.1) == 1
+
+
+def test_the_short_stand_in_is_the_lower_quartile_of_recent_sizes():
+    """A few long speeches pull the mean far above most requests; the short stand-in does not
+    move with them."""
+    admission = make_admission()
+    assert admission.typical.request(0.0, 1.0, short=True).max_outputs == admission.typical.request(0.0, 1.0).max_outputs
+    for i in range(40):
+        outputs = 1000 if i % 4 == 3 else 40  # a paragraph after every three sentences
+        admission.typical.observe(make_request(f"r{i}", outputs=outputs, prompt_tokens=outputs // 4))
+    short, usual = admission.typical.request(0.0, 1.0, short=True), admission.typical.request(0.0, 1.0)
+    assert (short.max_outputs, short.prompt_tokens) == (40, 10)
+    assert usual.max_outputs > 200
+
+
+def test_the_published_room_counts_short_requests_where_usual_ones_no_longer_fit():
+    admission = make_admission()
+    for i in range(40):
+        admission.typical.observe(make_request(f"r{i}", outputs=1000 if i % 4 == 3 else 5))
+    # Two streams playing 0.3 s ahead (three streams keep up, four do not): one more stream of
+    # the usual (long) size fits, while short ones end soon enough for two.
+    room = admission.room(playing(2, 0.3, 60), now=0.0)
+    assert (room.in_time, room.short_in_time, room.in_time_for_short) == (1, 2, 2)
