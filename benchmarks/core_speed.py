@@ -53,6 +53,7 @@ def _core(model: str, threads: int, admission: bool, codec: str | None = None, c
     from model.config import ModelConfig
 
     torch.set_num_threads(threads)
+    # NOTE: named only when asked for, so that "auto" still runs a tree from before the field.
     extra = {} if cpu_batch_precision == "auto" else {"cpu_batch_precision": cpu_batch_precision}
     config = EngineConfig(model=ModelConfig(model=model, device="cpu", codec=codec, **extra), mode="inproc")
     # NOTE: the concurrent runs measure raw work: every stream admitted, whatever its listener.

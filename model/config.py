@@ -66,6 +66,8 @@ class ModelConfig:
         if self.torch_device.type != "cpu" or self.torch_dtype != torch.float32:
             return False
         if self.cpu_batch_precision == "auto":
+            # NOTE: imported here: model.llama's package loads the whole Llama stack, which a
+            # config (read by the API process too) has no need of.
             from model.llama.low_precision_linear import cpu_has_bf16_matmul
 
             return cpu_has_bf16_matmul()

@@ -296,9 +296,9 @@ class StreamingDecoder:
     def _decode_incrementally(self, windows: list[_Window], owners: dict[Hashable, _Stream], now: float,
                               first_chunks_only: bool = False) -> tuple[list[_Window], list[np.ndarray | None]]:
         """Feeds the open streams (`first_chunks_only`: those with no audio sent yet) the frames
-        they received since they were last fed (as `_feeds_now` says), and the streams whose last window is due their flush, in
-        batches of streams with as many frames to feed; then cuts the exact audio of the windows
-        that are not approximate first chunks."""
+        they received since they were last fed (as `_feeds_now` says), and the streams whose last
+        window is due their flush, in batches of streams with as many frames to feed; then cuts
+        the exact audio of the windows that are not approximate first chunks."""
         # NOTE: feeding streams each step, not each window when it is due, keeps the codec's work
         # per step proportional to the frames the step made (no step carries a long window) and
         # batches the streams (they make the same frames per step): one call, not one each. A
