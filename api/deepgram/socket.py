@@ -286,7 +286,7 @@ class Turn:
                                  session.choice.sample_rate, session.speed / self.model_speed)
         offset = session.seconds_sent  # where this turn's audio begins in the connection's
         async for pcm in synthesis.pcm():
-            await session.send_audio(await asyncio.to_thread(pipeline.process, pcm))
+            await session.send_audio(await pipeline.process_off_loop(pcm))
             if session.is_playing():
                 self.speaking.set()  # its audio is out: the next turn may start, continuing it
             await session.send_words(synthesis.words.reached(pipeline.source_seconds_out), pipeline.stretch, offset)

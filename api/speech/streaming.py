@@ -13,13 +13,14 @@ from api.speech.synthesis import SegmentedSynthesis
 async def encoded_audio(synthesis: SegmentedSynthesis, pipeline: AudioPipeline, metrics,
                         arrived: float) -> AsyncIterator[bytes]:
     """A response body: the synthesis's audio through `pipeline`. Encoding runs on a worker
-    thread so the event loop (and with it every other stream) never waits on a codec. Ends the
-    synthesis however the body ends (a client that leaves aborts its engine requests)."""
+    thread so the event loop (and with it every other stream) never waits on a codec (but for
+    short raw-PCM chunks: AudioPipeline.process_off_loop). Ends the synthesis however the body
+    ends (a client that leaves aborts its engine requests)."""
     outcome = "disconnected"
     first = True
     try:
         async for pcm in synthesis.pcm():
-            data = await asyncio.to_thread(pipeline.process, pcm)
+            data = await pipeline.process_off_loop(pcm)
             if data:
                 if first:
                     metrics.time_to_first_audio.observe(time.monotonic() - arrived)

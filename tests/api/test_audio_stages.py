@@ -177,3 +177,36 @@ def test_pyav_reference_decoder_is_independent_of_our_encoder():
         container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
     assert np.allclose(decode(buffer.getvalue()).samples * 32768, [0, 1000, -1000])
+
+
+@pytest.mark.parametrize("response_format, speed, inline", [
+    ("pcm", 1.0, True), ("wav", 1.0, True), ("mp3", 1.0, False), ("pcm", 1.25, False),
+])
+def test_short_raw_pcm_chunks_run_inline_and_the_bytes_are_the_same(response_format, speed, inline):
+    """A short raw-PCM chunk at the model's speed is processed on the event loop (cheaper than a
+    thread handoff); a codec, a stretch or a long chunk goes to a worker thread. Either way the
+    bytes are those `process` makes."""
+    import asyncio
+    import threading
+
+    from api.speech.audio.pipeline import INLINE_SAMPLES, AudioPipeline
+
+    rng = np.random.default_rng(0)
+    chunks = [(0.1 * rng.standard_normal(n)).astype(np.float32) for n in (512, 2048, INLINE_SAMPLES + 1)]
+    reference = AudioPipeline(response_format, 22050, 24000, speed)
+    expected = b"".join(reference.process(c) for c in chunks) + reference.finish()
+    pipeline = AudioPipeline(response_format, 22050, 24000, speed)
+    threads = []
+    process = pipeline.process
+
+    def recording(pcm):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return process(pcm)
+
+    pipeline.process = recording
+
+    async def run() -> bytes:
+        return b"".join([await pipeline.process_off_loop(c) for c in chunks])
+
+    assert asyncio.run(run()) + pipeline.finish() == expected
+    assert threads == [inline, inline, False]  # the long chunk always goes to a thread
