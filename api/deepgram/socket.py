@@ -3,7 +3,8 @@
 Text arrives in Speak messages of any size (single LLM tokens too). On a model that reads text
 while it speaks (Qwen3-TTS; `live_text=false` opts out), a turn is one engine request fed word by
 word (api/speech/live_text.py), and what cannot go into it (SSML, text beyond its room) follows it
-as below. Otherwise text is cut into segments as sentences complete (api/speech/text_stream.py). The segments up to a Flush make one turn: a live speech
+as below. Otherwise text is cut into segments as sentences complete (api/speech/text_stream.py).
+The segments up to a Flush make one turn: a live speech
 (api/speech/planning.py) whose first segment starts as soon as it is cut, so speech begins before the
 reply is complete, and whose later segments are prepared and prefilled while the earlier ones
 play. Turns send their audio in order, each after the one before it; a Flush is answered with
@@ -65,6 +66,7 @@ from api.speech.audio.pipeline import AudioPipeline
 from api.speech.errors import INVALID_PRONUNCIATION, INVALID_SSML, STREAM_FAILURES, SpeechError
 from api.speech.live_text import LiveTextSegments
 from api.speech.markup import pronunciations_in_force, speech_parts
+from api.speech.off_loop import off_loop_unless
 from api.speech.planning import PlannedText, SpeechSegments
 from api.speech.start import check_ready, start_synthesis
 from api.speech.synthesis import SegmentedSynthesis
@@ -652,6 +654,4 @@ async def _off_loop(size: int, function, *args):
     """`function(*args)`, whose cost grows with `size` (characters of input): on the event loop
     up to INLINE_CHARS, else on a worker thread. Awaited by the one task that handles messages,
     so messages still take effect in order (a Clear drops all text sent before it)."""
-    if size <= INLINE_CHARS:
-        return function(*args)
-    return await asyncio.to_thread(function, *args)
+    return await off_loop_unless(size <= INLINE_CHARS, function, *args)

@@ -27,8 +27,8 @@ class AudioStage:
     it, before the step's own frames are pushed (nothing else touches the decoder meanwhile);
     a first chunk ready in the step still decodes in it (`with_first_chunks`). Either way every
     stream gets the same audio in the same order; with a runner, or after its first chunk with
-    a codec thread, it leaves one step later. Streams are sized and ordered by their listeners, which the
-    stage only reads."""
+    a codec thread, it leaves one step later. Streams are sized and ordered by their listeners,
+    which the stage only reads."""
 
     def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None, codec_thread: bool = False) -> None:
         self.decoder = decoder

@@ -1,13 +1,16 @@
 """The API's audio stages against independent references (PyAV decoding, numpy, FFT)."""
 from __future__ import annotations
 
+import asyncio
 import struct
+import threading
 
 import av
 import numpy as np
 import pytest
 
 from api.speech.audio.encoders import WAV_UNKNOWN_SIZE, make_encoder, pcm16
+from api.speech.audio.pipeline import INLINE_SAMPLES, AudioPipeline
 from api.speech.audio.resample import StreamingResampler
 from api.speech.audio.tempo import TempoStretcher, atempo_factors
 from tests.api.audio_check import decode
@@ -186,11 +189,6 @@ def test_short_raw_pcm_chunks_run_inline_and_the_bytes_are_the_same(response_for
     """A short raw-PCM chunk at the model's speed is processed on the event loop (cheaper than a
     thread handoff); a codec, a stretch or a long chunk goes to a worker thread. Either way the
     bytes are those `process` makes."""
-    import asyncio
-    import threading
-
-    from api.speech.audio.pipeline import INLINE_SAMPLES, AudioPipeline
-
     rng = np.random.default_rng(0)
     chunks = [(0.1 * rng.standard_normal(n)).astype(np.float32) for n in (512, 2048, INLINE_SAMPLES + 1)]
     reference = AudioPipeline(response_format, 22050, 24000, speed)

@@ -1,13 +1,12 @@
 """Model PCM → the bytes of one response: tempo, then resampling, then encoding."""
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 
 from api.speech.audio.encoders import make_encoder
 from api.speech.audio.resample import StreamingResampler
 from api.speech.audio.tempo import TempoStretcher
+from api.speech.off_loop import off_loop_unless
 
 
 # Formats whose encoding is a cast to 16-bit samples (no codec to run).
@@ -41,9 +40,7 @@ class AudioPipeline:
         """`process`, on a worker thread so that the event loop (and with it every other stream)
         never waits on a codec or a stretch; a short raw-PCM chunk runs inline, where it costs
         less than the handoff."""
-        if self.runs_inline(pcm.size):
-            return self.process(pcm)
-        return await asyncio.to_thread(self.process, pcm)
+        return await off_loop_unless(self.runs_inline(pcm.size), self.process, pcm)
 
     @property
     def source_seconds_out(self) -> float:
