@@ -79,3 +79,22 @@ def test_a_draw_needs_its_frame_started_with_its_rows():
     sampler.start([SamplingState(SamplingParams(temperature=1.0))], 1, VOCAB, CPU)
     with pytest.raises(ValueError, match="2 rows for 1"):
         sampler.draw(torch.zeros(2, VOCAB), 0)
+
+
+def test_a_frame_of_other_states_uses_their_params_not_the_last_frames():
+    """`start` keeps what it made of a batch's states while the same states come back; other
+    states (here the same batch size, a narrower top-k, then greedy) are prepared afresh."""
+    logits = torch.randn(2, VOCAB, generator=torch.Generator().manual_seed(6))
+    wide = [SamplingState(SamplingParams(temperature=1.0, top_k=20)) for _ in range(2)]
+    narrow = [SamplingState(SamplingParams(temperature=1.0, top_k=2)) for _ in range(2)]
+    sampler = SubStepSampler()
+    drawn_wide: set[int] = set()
+    for _ in range(60):
+        sampler.start(wide, 1, VOCAB, CPU)
+        drawn_wide.update(sampler.draw(logits, 0).tolist())
+        sampler.start(narrow, 1, VOCAB, CPU)
+        token = sampler.draw(logits, 0)
+        assert all(t in logits[row].topk(2).indices for row, t in enumerate(token.tolist()))
+    assert len(drawn_wide) > 4  # the wide frames kept their own top-k
+    sampler.start([SamplingState(SamplingParams(temperature=0.0))] * 2, 1, VOCAB, CPU)
+    assert torch.equal(sampler.draw(logits, 0), logits.argmax(dim=-1))

@@ -43,8 +43,11 @@ class CodePredictor(nn.Module):
         talker_hidden = config.talker.hidden_size
         self.projection: nn.Module = (nn.Linear(talker_hidden, shape.hidden_size) if talker_hidden != shape.hidden_size
                                       else nn.Identity())
-        self.embeddings = nn.ModuleList(nn.Embedding(config.predictor_vocab_size, talker_hidden)
-                                        for _ in range(self.num_codes))
+        # Code k + 1's input table is code_embeddings[k]: one tensor, so a frame's fifteen codes
+        # embed in one lookup (`embed_codes`) rather than fifteen.
+        self.code_embeddings = nn.Parameter(torch.zeros(self.num_codes, config.predictor_vocab_size, talker_hidden),
+                                            requires_grad=False)
+        self._code_offsets: Tensor | None = None  # k * vocabulary: code k + 1's rows in the flat table
         self.heads = nn.ModuleList(nn.Linear(shape.hidden_size, config.predictor_vocab_size, bias=False)
                                    for _ in range(self.num_codes))
         # One block per row holds a frame's positions (the hidden state, then codes 0..G-2).
@@ -77,18 +80,21 @@ class CodePredictor(nn.Module):
         # feeds the code just drawn. The sub-talker's states need no history (no penalty, no
         # minimum length), so nothing is appended to them.
         inputs = torch.stack((hidden, first_code_embeds), dim=1).reshape(2 * rows, -1)
-        codes = torch.empty(rows, self.num_codes, dtype=torch.long, device=hidden.device)
+        codes: list[Tensor] = []
         self.sampler.start(states, self.num_codes, self.heads[0].out_features, hidden.device)
         for index, (meta, positions) in enumerate(plan):
             code = self.sampler.draw(self._forward(inputs, positions, meta, index), index)
-            codes[:, index] = code
+            codes.append(code)
             if index + 1 < self.num_codes:
-                inputs = self.embeddings[index](code)
-        return codes
+                inputs = self.code_embeddings[index][code]
+        return torch.stack(codes, dim=1)
 
     def embed_codes(self, codes: Tensor) -> Tensor:
-        """Sum of the predictor-table embeddings of codes 1..G-1 ([N, G-1] → [N, H])."""
-        return sum(table(codes[:, k]) for k, table in enumerate(self.embeddings))
+        """The predictor-table embeddings of codes 1..G-1 ([N, G-1] → [N, G-1, H]), summed by the caller."""
+        tables = self.code_embeddings
+        if self._code_offsets is None or self._code_offsets.device != codes.device:
+            self._code_offsets = torch.arange(self.num_codes, device=codes.device) * tables.shape[1]
+        return tables.flatten(0, 1)[codes + self._code_offsets]
 
     def _forward(self, inputs: Tensor, positions: Tensor, meta: AttentionMetadata, index: int) -> Tensor:
         """Sub-step `index`: the decoder over this sub-step's inputs, then code index + 1's head
@@ -121,7 +127,7 @@ class CodePredictor(nn.Module):
         for index, layer in enumerate(self.layers):
             names.update(layer_destinations(layer, f"{PREDICTOR}model.layers.{index}."))
         for k in range(self.num_codes):
-            names[f"{PREDICTOR}model.codec_embedding.{k}.weight"] = self.embeddings[k].weight
+            names[f"{PREDICTOR}model.codec_embedding.{k}.weight"] = self.code_embeddings[k]
             names[f"{PREDICTOR}lm_head.{k}.weight"] = self.heads[k].weight
         if isinstance(self.projection, nn.Linear):
             names[PREDICTOR + "small_to_mtp_projection.weight"] = self.projection.weight

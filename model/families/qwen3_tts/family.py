@@ -51,10 +51,12 @@ class Qwen3Family(SpeechFamily):
         self.sampler = Sampler()
         self._device = backbone.device
         self._stop_ids = (config.codec.eos,)
+        # Code 0 is drawn among the ids the reference does not suppress (the codebook and end of
+        # speech): the warpers then sort those few instead of the whole talker vocabulary.
         suppressed = torch.zeros(config.talker_vocab_size, dtype=torch.bool)
         suppressed[list(config.suppressed_codes)] = True
         suppressed[config.codec.eos] = False
-        self._suppressed = suppressed.to(self._device)
+        self._code_0_ids = (~suppressed).nonzero()[:, 0].to(self._device)
 
     @property
     def max_model_len(self) -> int:
@@ -117,7 +119,10 @@ class Qwen3Family(SpeechFamily):
             out.index_add_(0, has_code, self.backbone.embed_tokens(codes[has_code]))
         if frames:
             stacked = torch.stack(frames).to(device)
-            embedded = self.backbone.embed_tokens(stacked[:, 0]) + self.predictor.embed_codes(stacked[:, 1:])
+            # The frame's input is the sum of its codes' embeddings: code 0 from the talker's table,
+            # the rest from the predictor's.
+            embedded = torch.cat((self.backbone.embed_tokens(stacked[:, :1]), self.predictor.embed_codes(stacked[:, 1:])),
+                                 dim=1).sum(dim=1)
             out.index_add_(0, torch.tensor(frame_rows, device=device), embedded.to(dtype))
         if vectors:
             out.index_add_(0, torch.tensor(vector_rows, device=device), torch.stack(vectors).to(device, dtype))
@@ -127,13 +132,15 @@ class Qwen3Family(SpeechFamily):
         return TalkerOutput(hidden, self.backbone.compute_logits(hidden))
 
     def emit(self, head_out: TalkerOutput, streams: Sequence[Qwen3Stream]) -> list[list[int]]:
-        logits = head_out.logits.masked_fill(self._suppressed, float("-inf"))
+        logits = head_out.logits
         # A live stream whose text has not ended may not end either: the model would stop at the
         # end of what it has read, and the rest of the text would have no stream to go to.
         unfinished = [row for row, stream in enumerate(streams) if not stream.text_complete]
         if unfinished:
+            logits = logits.clone()
             logits[unfinished, self.config.codec.eos] = float("-inf")
-        first = self.sampler(logits, [s.sampling for s in streams], self._stop_ids)
+        candidates = self._code_0_ids.expand(len(streams), -1)
+        first = self.sampler(logits, [s.sampling for s in streams], self._stop_ids, candidates)
         rest = self.predictor.predict(head_out.hidden, self.backbone.embed_tokens(first),
                                       [s.depth_sampling for s in streams])
         return torch.cat((first[:, None], rest), dim=1).tolist()

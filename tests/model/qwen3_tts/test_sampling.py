@@ -74,13 +74,17 @@ def params(frontend, case) -> SamplingParams:
 
 
 class RecordingSampler(Sampler):
-    """A `Sampler` that keeps what it was handed: (logits, states, stop ids) per call."""
+    """A `Sampler` that keeps what it was handed: (logits, states, stop ids) per call, the logits
+    -inf outside the call's candidates (what a draw may land on, over the whole vocabulary)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[torch.Tensor, list[SamplingState], tuple[int, ...]]] = []
 
     def __call__(self, logits, states, stop_token_ids=(), candidates=None):
-        self.calls.append((logits.clone(), list(states), tuple(stop_token_ids)))
+        drawable = logits.clone()
+        if candidates is not None:
+            drawable = torch.full_like(logits, float("-inf")).scatter_(1, candidates, logits.gather(1, candidates))
+        self.calls.append((drawable, list(states), tuple(stop_token_ids)))
         return super().__call__(logits, states, stop_token_ids, candidates)
 
 
