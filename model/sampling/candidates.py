@@ -12,6 +12,10 @@ The pick is Gumbel-max: argmax(scores - log E), E ~ Exp(1), the exponential race
 `Sampler` without a softmax and a division (the same law: log p differs from the scores by a
 per-row constant). E is drawn as -log U, U uniform: torch's CPU `exponential_` costs six times
 `rand` (140 against 22 us for 16 rows x 15 sub-steps x 30 candidates).
+
+`GraphSubStepSampler` (model/sampling/graph_substeps.py) applies the same columns from persistent
+buffers, every filter always on: a filter no row uses is a no-op there (a mask of zeros, a top-p
+cut-off of 0, which drops only what has probability 0), so both draw the same tokens.
 """
 from __future__ import annotations
 
@@ -27,9 +31,12 @@ _SMALLEST_UNIFORM = torch.finfo(torch.float32).tiny
 
 
 def candidate_count(states: Sequence[SamplingState], vocab_size: int) -> int:
-    """K: the largest top-k of the sampling rows, or the vocabulary when one keeps every id."""
+    """K: the largest top-k of the sampling rows, or the vocabulary when one keeps every id (1 when
+    no row samples: a greedy row's token is the argmax, whatever the candidates)."""
     top_ks = [state.params.top_k for state in states if not state.params.greedy]
-    return max(top_ks) if top_ks and all(0 < k < vocab_size for k in top_ks) else vocab_size
+    if not top_ks:
+        return 1
+    return max(top_ks) if all(0 < k < vocab_size for k in top_ks) else vocab_size
 
 
 class CandidateWarper:
@@ -37,62 +44,51 @@ class CandidateWarper:
     alone (never from logits), so row b's scores and pick depend only on row b's logits, params
     and noise; greedy rows are at temperature 1 and are the caller's to replace by the argmax."""
 
-    def __init__(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device | str) -> None:
-        self.candidates = candidate_count(states, vocab_size)
+    def __init__(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device | str,
+                 candidates: int | None = None) -> None:
+        """`candidates`: K when the caller fixes it (a graph's width; at least `candidate_count`)."""
+        needed = candidate_count(states, vocab_size)
+        self.candidates = needed if candidates is None else candidates
+        if self.candidates < needed:
+            raise ValueError(f"{self.candidates} candidates cannot hold a row's top-k of {needed}")
         sampling = [state.params for state in states if not state.params.greedy]
         temperature, cutoff, top_k = warper_columns(states, self.candidates, device)
-        use_top_k = any(0 < params.top_k < self.candidates for params in sampling)
-        use_top_p = any(params.top_p < 1.0 for params in sampling)
-        # Without a filter the temperature folds into the noise: argmax(s / T + g) = argmax(s + T g).
-        self.folds_temperature = not (use_top_k or use_top_p)
-        self._temperature = temperature[:, None]
-        self._top_k_mask: Tensor | None = None  # [B, K] ascending: -inf below a row's own top-k
-        if use_top_k:
+        self.temperature = temperature[:, None]  # [B, 1], 1 for greedy rows
+        self.top_k_mask: Tensor | None = None  # [B, K] ascending: -inf below a row's own top-k
+        if any(0 < params.top_k < self.candidates for params in sampling):
             # Ascending column j holds the (K - j)-th highest logit: kept while K - j <= top_k.
             rank = torch.arange(self.candidates, 0, -1, device=device)
-            self._top_k_mask = torch.zeros(len(states), self.candidates, device=device).masked_fill_(
+            self.top_k_mask = torch.zeros(len(states), self.candidates, device=device).masked_fill_(
                 rank[None, :] > top_k[:, None], float("-inf"))
         # [B, K] 1 - top_p, and -1 in the last column: the most likely token is never dropped.
-        self._top_p_cutoff: Tensor | None = None
-        if use_top_p:
-            self._top_p_cutoff = cutoff[:, None].repeat(1, self.candidates)
-            self._top_p_cutoff[:, -1] = -1.0
-        self._last_column = torch.arange(1, len(states) + 1, device=device) * self.candidates - 1
+        self.top_p_cutoff: Tensor | None = None
+        if any(params.top_p < 1.0 for params in sampling):
+            self.top_p_cutoff = ascending_cutoffs(cutoff, self.candidates)
+        self._last_column = last_columns(len(states), self.candidates, device)
 
     def ascending_scores(self, logits: Tensor) -> tuple[Tensor, Tensor]:
         """The K candidates' ids [B, K] (highest logit first) and their float32 scores [B, K] in the
-        reverse order, lowest first: temperature (unless folded into the noise), then top-k and
-        top-p (-inf where filtered out)."""
-        values, ids = logits.float().topk(self.candidates, dim=-1)
-        scores = values.flip(-1)
-        if not self.folds_temperature:
-            scores.div_(self._temperature)
-        if self._top_k_mask is not None:
-            scores.add_(self._top_k_mask)
-        if self._top_p_cutoff is not None:
-            # Hugging Face's TopP: drop what the ascending cumulative probability keeps under 1 - top_p.
-            drop = scores.softmax(dim=-1).cumsum_(dim=-1) <= self._top_p_cutoff
-            scores.masked_fill_(drop, float("-inf"))
-        return ids, scores
+        reverse order, lowest first: temperature, then top-k and top-p (-inf where filtered out)."""
+        return warped_candidates(logits, self.candidates, self.temperature, self.top_k_mask, self.top_p_cutoff)
 
     def scores(self, logits: Tensor) -> tuple[Tensor, Tensor]:
         """The candidates' ids [B, K], highest logit first, and their warped scores in that order
-        (temperature included: what a test compares with the vocabulary's warpers)."""
+        (what a test compares with the vocabulary's warpers)."""
         ids, scores = self.ascending_scores(logits)
-        if self.folds_temperature:
-            scores.div_(self._temperature)
         return ids, scores.flip(-1)
 
-    def gumbel(self, states: Sequence[SamplingState], steps: int, vocab_size: int) -> Tensor:
-        """Gumbel noise -log E [B, steps, K] in ascending candidate order (times the temperature
-        when it is folded in). A seeded row draws [steps, its own top-k] uniforms from its generator
-        in one call, whatever K the batch needs: its candidates are the first of the K (top-k is
-        sorted) and the rest have probability 0, so its tokens do not depend on the batch. Those
-        other columns hold 1/2 (any finite noise: -inf scores stay -inf)."""
-        device = self._temperature.device
+    def gumbel(self, states: Sequence[SamplingState], steps: int, vocab_size: int,
+               emits: Sequence[bool] | None = None) -> Tensor:
+        """Gumbel noise -log E [B, steps, K] in ascending candidate order. A seeded row draws
+        [steps, its own top-k] uniforms from its generator in one call, whatever K the batch needs:
+        its candidates are the first of the K (top-k is sorted) and the rest have probability 0, so
+        its tokens do not depend on the batch. Those other columns hold 1/2 (any finite noise:
+        -inf scores stay -inf). A row whose `emits` is False (its token is discarded) never
+        advances its generator."""
+        device = self.temperature.device
         uniform = torch.empty(len(states), steps, self.candidates, device=device)
         seeded = [(row, state) for row, state in enumerate(states)
-                  if state.generator is not None and not state.params.greedy]
+                  if state.generator is not None and not state.params.greedy and (emits is None or emits[row])]
         if len(seeded) < len(states):
             uniform.uniform_()
         for row, state in seeded:
@@ -100,12 +96,41 @@ class CandidateWarper:
             uniform[row, :, :own] = torch.rand(steps, own, generator=state.generator, device=device)
             uniform[row, :, own:] = 0.5
         # Drawn in descending candidate order, used ascending.
-        gumbel = uniform.clamp_min_(_SMALLEST_UNIFORM).log_().neg_().log_().neg_().flip(-1)
-        if self.folds_temperature:
-            gumbel.mul_(self._temperature[:, :, None])
-        return gumbel
+        return uniform.clamp_min_(_SMALLEST_UNIFORM).log_().neg_().log_().neg_().flip(-1)
 
     def pick(self, ids: Tensor, scores: Tensor, gumbel: Tensor) -> Tensor:
         """One id per row [B]: the candidate of the highest score + noise (writes into `scores`)."""
-        position = scores.add_(gumbel).argmax(dim=-1)
-        return ids.view(-1)[self._last_column - position]  # ascending column j is descending K - 1 - j
+        return gumbel_pick(ids, scores, gumbel, self._last_column)
+
+
+def ascending_cutoffs(cutoff: Tensor, candidates: int) -> Tensor:
+    """[B, K] of each row's 1 - top_p ([B]), -1 in the last column (never dropped)."""
+    columns = cutoff[:, None].repeat(1, candidates)
+    columns[:, -1] = -1.0
+    return columns
+
+
+def last_columns(rows: int, candidates: int, device: torch.device | str) -> Tensor:
+    """[B]: row b's last column in its flat [B * K] candidates."""
+    return torch.arange(1, rows + 1, device=device) * candidates - 1
+
+
+def warped_candidates(logits: Tensor, candidates: int, temperature: Tensor, top_k_mask: Tensor | None,
+                      top_p_cutoff: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The K highest logits' ids [B, K] (descending) and their warped scores [B, K] ascending;
+    a filter left None is not applied."""
+    values, ids = logits.float().topk(candidates, dim=-1)
+    scores = values.flip(-1).div_(temperature)
+    if top_k_mask is not None:
+        scores.add_(top_k_mask)
+    if top_p_cutoff is not None:
+        # Hugging Face's TopP: drop what the ascending cumulative probability keeps under 1 - top_p.
+        drop = scores.softmax(dim=-1).cumsum_(dim=-1) <= top_p_cutoff
+        scores.masked_fill_(drop, float("-inf"))
+    return ids, scores
+
+
+def gumbel_pick(ids: Tensor, scores: Tensor, gumbel: Tensor, last_column: Tensor) -> Tensor:
+    """The id [B] of each row's highest score + noise (writes into `scores`)."""
+    position = scores.add_(gumbel).argmax(dim=-1)
+    return ids.view(-1)[last_column - position]  # ascending column j is descending K - 1 - j

@@ -11,7 +11,7 @@ every sub-step.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -69,10 +69,21 @@ class CodePredictor(nn.Module):
         self._scratch = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.layers]
         self._plans.clear()
 
+    @property
+    def vocab_size(self) -> int:
+        return self.heads[0].out_features
+
     @torch.inference_mode()
     def predict(self, hidden: Tensor, first_code_embeds: Tensor, states: Sequence[SamplingState]) -> Tensor:
         """Codes 1..G-1 [B, G-1] of each row's frame, from the talker's hidden state [B, H] and the
         talker-table embedding of its code 0 [B, H], each code drawn with the row's own state."""
+        self.sampler.start(states, self.num_codes, self.vocab_size, hidden.device)
+        return self.run_substeps(hidden, first_code_embeds, self.sampler.draw)
+
+    def run_substeps(self, hidden: Tensor, first_code_embeds: Tensor, draw: Callable[[Tensor, int], Tensor]) -> Tensor:
+        """`predict` with the draws of a frame already started: `draw(logits, index)` picks code
+        index + 1 of every row (a SubStepSampler's, or a decode graph's GraphSubStepSampler's). Only
+        fixed-shape tensor work once the batch size's plan exists: what a CUDA graph captures."""
         rows = hidden.shape[0]
         self.reserve(rows)
         plan = self._plan_for(rows)
@@ -81,9 +92,8 @@ class CodePredictor(nn.Module):
         # minimum length), so nothing is appended to them.
         inputs = torch.stack((hidden, first_code_embeds), dim=1).reshape(2 * rows, -1)
         codes: list[Tensor] = []
-        self.sampler.start(states, self.num_codes, self.heads[0].out_features, hidden.device)
         for index, (meta, positions) in enumerate(plan):
-            code = self.sampler.draw(self._forward(inputs, positions, meta, index), index)
+            code = draw(self._forward(inputs, positions, meta, index), index)
             codes.append(code)
             if index + 1 < self.num_codes:
                 inputs = self.code_embeddings[index][code]

@@ -12,6 +12,7 @@ from model.codecs.base import FrameCodec
 from model.families.base import FrameUpdate, SpeechFamily, SpeechPrompt, StreamState
 from model.families.qwen3_tts.config import Qwen3TtsConfig
 from model.families.qwen3_tts.depth import CodePredictor
+from model.families.qwen3_tts.graph_emit import Qwen3GraphEmitter
 from model.families.qwen3_tts.prompt import NO_TEXT, SPEAKER_VECTOR, Qwen3Prompt
 from model.families.qwen3_tts.stream import Qwen3Stream
 from model.families.qwen3_tts.talker import TextProjection
@@ -57,6 +58,7 @@ class Qwen3Family(SpeechFamily):
         suppressed[list(config.suppressed_codes)] = True
         suppressed[config.codec.eos] = False
         self._code_0_ids = (~suppressed).nonzero()[:, 0].to(self._device)
+        self._graph_emitter: Qwen3GraphEmitter | None = None
 
     @property
     def max_model_len(self) -> int:
@@ -140,10 +142,23 @@ class Qwen3Family(SpeechFamily):
             logits = logits.clone()
             logits[unfinished, self.config.codec.eos] = float("-inf")
         candidates = self._code_0_ids.expand(len(streams), -1)
-        first = self.sampler(logits, [s.sampling for s in streams], self._stop_ids, candidates)
+        states = [s.sampling for s in streams]
+        first = self.sampler(logits, states, self._stop_ids, candidates)
+        if self._graph_emitter is not None:
+            # Codes 0 drawn outside the graph join the graph sampler's penalty bitmap too.
+            self._graph_emitter.sampler.seen.mark(states, first)
         rest = self.predictor.predict(head_out.hidden, self.backbone.embed_tokens(first),
                                       [s.depth_sampling for s in streams])
         return torch.cat((first[:, None], rest), dim=1).tolist()
+
+    def graph_emitter(self, max_rows: int) -> Qwen3GraphEmitter:
+        self._graph_emitter = Qwen3GraphEmitter(self.backbone, self.predictor, self._code_0_ids, self.config.codec.eos,
+                                                self.config.sampling.subtalker_top_k, max_rows)
+        return self._graph_emitter
+
+    def release(self, stream: Qwen3Stream) -> None:
+        if self._graph_emitter is not None:
+            self._graph_emitter.sampler.seen.release(stream.sampling)
 
     def extend_text(self, stream: Qwen3Stream, text_ids: Sequence[int], final: bool) -> None:
         stream.extend_text(list(text_ids), final, self.config.text.tts_eos)
