@@ -3,6 +3,7 @@ against the PyTorch reference path on the same inputs."""
 from __future__ import annotations
 
 import random
+from typing import Callable
 
 import torch
 
@@ -91,18 +92,7 @@ def check_graph_sampling(family, device: torch.device, steps: int = 16) -> dict[
     emitter = family.graph_emitter(rows)
     hidden = torch.zeros(rows, family.backbone.config.hidden_size, device=device,
                          dtype=next(family.backbone.parameters()).dtype)
-    if device.type == "cuda":
-        from engine.graph_capture import capture_graph
-
-        # Before any prepare every row is padding: the warm-up run touches no stream.
-        graph, captured = capture_graph(lambda: emitter.emit(hidden), None)
-
-        def emit() -> torch.Tensor:
-            graph.replay()
-            return captured
-    else:
-        def emit() -> torch.Tensor:
-            return emitter.emit(hidden)
+    emit = _replayed(lambda: emitter.emit(hidden), device)
     gen = torch.Generator(device=device).manual_seed(0)
     mismatches = 0
     for _ in range(steps):
@@ -143,18 +133,7 @@ def check_qwen3_graph_emit(device: torch.device, attention: str, steps: int = 8)
     with torch.inference_mode():
         emitter = family.graph_emitter(rows)
         hidden = torch.zeros(rows, family.backbone.hidden_size, device=device)
-        if device.type == "cuda":
-            from engine.graph_capture import capture_graph
-
-            # Before any prepare every row is padding: the warm-up run touches no stream.
-            graph, captured = capture_graph(lambda: emitter.emit(hidden), None)
-
-            def emit() -> torch.Tensor:
-                graph.replay()
-                return captured
-        else:
-            def emit() -> torch.Tensor:
-                return emitter.emit(hidden)
+        emit = _replayed(lambda: emitter.emit(hidden), device)
         gen = torch.Generator(device=device).manual_seed(0)
         live, mismatches = list(range(rows)), 0
         for _ in range(steps):
@@ -186,6 +165,22 @@ def check_codec_graphs(codec, device: torch.device) -> dict[str, float]:
     frames = torch.randint(0, codec.codebook_size, (3, 9, *codec.frame_shape), generator=gen).to(device)
     error = (graphs.run(frames).float() - codec.decode(frames).float()).abs().max().item()
     return {"codec_graph_max_abs_error": _checked(error, 1e-4, "codec graph replay")}
+
+
+def _replayed(run: Callable[[], torch.Tensor], device: torch.device) -> Callable[[], torch.Tensor]:
+    """`run` captured in a CUDA graph and replayed, on CUDA (an emitter's: before any prepare
+    every row is padding, so the warm-up run touches no stream); run directly elsewhere."""
+    if device.type != "cuda":
+        return run
+    from engine.graph_capture import capture_graph
+
+    graph, captured = capture_graph(run, None)
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return captured
+
+    return replay
 
 
 def _relative(actual: torch.Tensor, expected: torch.Tensor) -> float:
