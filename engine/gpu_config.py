@@ -11,7 +11,7 @@ class GpuConfig:
     """`cuda_graphs` replays decode-only steps from CUDA graphs captured at startup at padded batch sizes
     1, 2, 4, 8, then every `graph_batch_step` streams up to the scheduler's `max_num_seqs` (it needs an
     attention backend that supports graphs: "triton"); with `sample_in_graph` they include the LM
-    head and sampling, for families that provide a graph emitter (Orpheus). `overlap_codec` decodes each
+    head and sampling, for families that provide a graph emitter (Orpheus, Qwen3-TTS). `overlap_codec` decodes each
     step's codec windows on their own CUDA stream beside the next step's forward (audio one step later);
     with `codec_graphs` the windows of the steady-state lengths replay graphs captured at the same padded
     batch sizes up to 64 (engine/audio/graphs.py), the others decode eagerly.
