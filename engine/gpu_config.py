@@ -12,7 +12,8 @@ class GpuConfig:
     1, 2, 4, 8, then every `graph_batch_step` streams up to the scheduler's `max_num_seqs` (it needs an
     attention backend that supports graphs: "triton"); with `sample_in_graph` they include the LM
     head and sampling, for families that provide a graph emitter (Orpheus, Qwen3-TTS). `overlap_codec` decodes each
-    step's codec windows on their own CUDA stream beside the next step's forward (audio one step later);
+    step's codec windows on their own CUDA stream beside the next step's forward (audio one step later;
+    not for a codec that decodes from per-stream state slots, Qwen3-TTS's, which decodes in the step);
     with `codec_graphs` the windows of the steady-state lengths replay graphs captured at the same padded
     batch sizes up to 64 (engine/audio/graphs.py), the others decode eagerly.
     `fused_ops` swaps the Llama layers for Triton-fused RMSNorm + residual and SiLU-and-multiply (off until

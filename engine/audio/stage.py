@@ -43,11 +43,18 @@ class AudioStage:
         """The stage for `codec`, cutting windows as `config` (already resolved against the codec's
         window hints) says, on a side stream of `device` where `gpu` allows it, else in the step,
         incrementally where the codec can and `config` lets it; a decoder with fixed-size states
-        keeps them in a pool of `state_slots` streams (default twice max_num_seqs)."""
-        runner = runner_for(codec, config, gpu, device, max_num_seqs, capacity)
+        decodes from them on any device, in the step, and keeps them in a pool of `state_slots`
+        streams (default twice max_num_seqs)."""
+        incremental = codec.incremental if config.incremental else None
         # NOTE: incremental decoding moves each stream's decoder state as it decodes; the side
         # stream's launch-now, collect-next-step overlap would need that state double-buffered.
-        incremental = codec.incremental if runner is None and config.incremental else None
+        # A decoder whose state is a fixed set of tensors (Qwen3-TTS's 12 Hz) keeps it in the pool
+        # admission counts and decodes each frame once, so it wins over the overlap on a GPU too;
+        # any other incremental decoder gives way to the side stream there.
+        runner = None if isinstance(incremental, SlottedDecoder) else runner_for(
+            codec, config, gpu, device, max_num_seqs, capacity)
+        if runner is not None:
+            incremental = None
         pool = None
         if isinstance(incremental, SlottedDecoder):
             pool = StateSlotPool(incremental.state_shapes(), state_slots or 2 * max_num_seqs, device)

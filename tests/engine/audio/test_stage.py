@@ -200,3 +200,29 @@ def test_engine_with_deferred_codec_emits_the_same_audio(make_core, tiny_fronten
     aborted = run(True, abort="r2")
     assert aborted["r2"][-1].finish_reason == "abort"
     assert [c.finished for c in aborted["r2"]].count(True) == 1
+
+
+def test_a_codec_with_state_slots_decodes_from_them_even_where_a_side_stream_is_offered(monkeypatch, chorus_cache):
+    """Qwen3-TTS's 12 Hz decoder keeps each stream's state in the pool admission counts, on a GPU
+    too: the stage never asks for a side-stream runner for it; a codec without such a decoder
+    takes the runner offered and decodes windows (`runner_for` stands in for a GPU's here)."""
+    from model.codecs.qwen3_12hz import Qwen3Codec12Hz
+    from model.config import ModelConfig
+    from model.loader import load_family
+
+    offered = HostRunner()
+    asked: list[FrameCodec] = []
+
+    def gpu_runner(codec, *args, **kwargs):
+        asked.append(codec)
+        return offered
+
+    monkeypatch.setattr("engine.audio.stage.runner_for", gpu_runner)
+    qwen3 = load_family(ModelConfig(model="tiny-random-qwen3", device="cpu", dtype="float32")).codec
+    assert isinstance(qwen3, Qwen3Codec12Hz)
+    built = AudioStage.build(qwen3, StreamingConfig().resolve(qwen3.window_hints), CapacityConfig(), GpuConfig(),
+                             torch.device("cpu"), max_num_seqs=4)
+    assert asked == [] and built.runner is None
+    assert built.decoder.state_pool is not None and built.free_state_slots == 8
+    plain = AudioStage.build(NeighbourCodec(), CONFIG, CAPACITY, GpuConfig(), torch.device("cpu"), max_num_seqs=4)
+    assert asked == [plain.decoder.codec] and plain.runner is offered and plain.decoder.state_pool is None
