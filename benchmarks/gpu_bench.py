@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.gpu_checkpoint import ORPHEUS_3B, TINY, write_random_checkpoint
-from benchmarks.gpu_checks import (check_attention, check_codec_graphs, check_graph_sampling, check_qwen3_graph_emit,
-                                   check_step)
+from benchmarks.gpu_checks import (check_attention, check_codec_graphs, check_graph_sampling, check_qwen3_codec_step_graphs,
+                                   check_qwen3_graph_emit, check_step)
 from benchmarks.gpu_load import baseline_sweep, engine_sweep
 from benchmarks.gpu_plan import Plan
 from model.attention import AttentionMetadata, get_attention_backend
@@ -193,6 +193,7 @@ def run(plan: Plan, out: Path, command: str) -> dict:
             **check_graph_sampling(family, plan.device),
             **check_codec_graphs(family.codec, plan.device),
             **check_qwen3_graph_emit(plan.device, plan.attention),
+            **check_qwen3_codec_step_graphs(plan.device),
         }
         family.backbone.attention_backend = get_attention_backend(plan.attention)  # check_step leaves triton
         phases["correctness_s"] = time.perf_counter() - clock

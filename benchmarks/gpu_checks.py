@@ -154,6 +154,33 @@ def check_qwen3_graph_emit(device: torch.device, attention: str, steps: int = 8)
 
 
 @torch.inference_mode()
+def check_qwen3_codec_step_graphs(device: torch.device) -> dict[str, float]:
+    """Max |graph - eager| of the 12 Hz codec's incremental steps (`tiny-random-qwen3`'s codec):
+    three streams of different histories, padded to 4, fed 1 and then 4 frames, from step graphs
+    captured on CUDA (engine/audio/state_graphs.py; run directly over the same buffers elsewhere)
+    against the decoder's own step, audio and states."""
+    from engine.audio.state_graphs import GraphedSlottedDecoder
+    from model.config import ModelConfig
+    from model.loader import load_family
+
+    codec = load_family(ModelConfig(model="tiny-random-qwen3", device=device.type, dtype="float32")).codec
+    plain = codec.incremental
+    graphed = GraphedSlottedDecoder(plain, codec.frame_shape, codec.frame_dtype, [1, 2, 4], [1, 4], device,
+                                    eager_replay=device.type != "cuda")
+    graphed.capture()
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    states, before, worst = plain.initial_states(3), torch.tensor([0, 7, 13], device=device), 0.0
+    for n in (1, 4, 1):
+        frames = torch.randint(0, codec.config.codebook_size, (3, n, *codec.frame_shape), generator=gen).to(device)
+        want_audio, want_states = plain.step(frames, before, states)
+        audio, new_states = graphed.step(frames, before, states)
+        worst = max(worst, (audio - want_audio).abs().max().item(),
+                    *((got - want).abs().max().item() for got, want in zip(new_states, want_states)))
+        states, before = [state.clone() for state in want_states], before + n
+    return {"qwen3_codec_step_graph_max_abs_error": _checked(worst, 1e-4, "the 12 Hz codec's step graphs")}
+
+
+@torch.inference_mode()
 def check_codec_graphs(codec, device: torch.device) -> dict[str, float]:
     """Max |graph - eager| of a padded batch of 3 nine-frame windows (Orpheus's steady window)
     decoded by a captured codec graph (run directly over its buffers off CUDA)."""

@@ -15,7 +15,8 @@ class GpuConfig:
     step's codec windows on their own CUDA stream beside the next step's forward (audio one step later;
     not for a codec that decodes from per-stream state slots, Qwen3-TTS's, which decodes in the step);
     with `codec_graphs` the windows of the steady-state lengths replay graphs captured at the same padded
-    batch sizes up to 64 (engine/audio/graphs.py), the others decode eagerly.
+    batch sizes up to 64 (engine/audio/graphs.py), the others decode eagerly (for a codec with state
+    slots, its incremental steps of the usual feed lengths: engine/audio/state_graphs.py).
     `fused_ops` swaps the Llama layers for Triton-fused RMSNorm + residual and SiLU-and-multiply (off until
     the H200 run shows a gain: benchmarks/GPU_RUN.md). Every field is valid once constructed."""
 

@@ -1,7 +1,7 @@
 """Capturing one CUDA graph: shared by the decode graphs and the codec's window graphs."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -17,3 +17,19 @@ def capture_graph(run: Callable[[], Tensor], pool: tuple | None) -> tuple[torch.
     with torch.cuda.graph(graph, pool=pool):
         output = run()
     return graph, output
+
+
+def capture_grid(lengths: Sequence[int], batch_sizes: Sequence[int], run: Callable[[int, int], Any]
+                 ) -> tuple[dict[tuple[int, int], torch.cuda.CUDAGraph], dict[tuple[int, int], Any]]:
+    """A graph of `run(size, n)` for every batch size and length, in one memory pool, keyed
+    (size, n); with the outputs their replays write."""
+    graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+    outputs: dict[tuple[int, int], Any] = {}
+    pool = None
+    # NOTE: largest first, so the smaller graphs reuse the memory the largest reserved in the pool.
+    for n in sorted(lengths, reverse=True):
+        for size in sorted(batch_sizes, reverse=True):
+            graph, outputs[size, n] = capture_graph(lambda: run(size, n), pool)
+            graphs[size, n], pool = graph, graph.pool()
+    torch.cuda.synchronize()
+    return graphs, outputs

@@ -17,7 +17,7 @@ from torch import Tensor
 from capacity.config import CapacityConfig
 from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
-from engine.graph_capture import capture_graph
+from engine.graph_capture import capture_grid
 from model.codecs.base import FrameCodec
 
 logger = logging.getLogger("chorus.engine")
@@ -62,14 +62,8 @@ class WindowGraphs:
     def capture(self) -> None:
         if self.eager_replay:
             return
-        pool = None
-        # NOTE: largest first, so the smaller graphs reuse the memory the largest reserved in the pool.
-        for n in reversed(self.lengths):
-            for size in reversed(self.batch_sizes):
-                frames = self._inputs[n][:size]
-                graph, self._outputs[size, n] = capture_graph(lambda: self.codec.decode_trusted(frames), pool)
-                self._graphs[size, n], pool = graph, graph.pool()
-        torch.cuda.synchronize()
+        self._graphs, self._outputs = capture_grid(
+            self.lengths, self.batch_sizes, lambda size, n: self.codec.decode_trusted(self._inputs[n][:size]))
 
     def can_run(self, batch: Tensor) -> bool:
         return batch.shape[0] <= self.batch_sizes[-1] and batch.shape[1] in self._inputs

@@ -83,10 +83,14 @@ def runner_for(codec: FrameCodec, config: StreamingConfig, gpu: GpuConfig, devic
         return None
     graphs = None
     if gpu.codec_graphs:
-        # A stream sends a window every few steps, so a step's windows of one length are few; the
-        # larger (rare, start-aligned) batches decode eagerly instead of reserving graph memory.
-        sizes = [size for size in gpu.graph_batch_sizes(max_num_seqs) if size <= MAX_CODEC_GRAPH_BATCH]
         hints = codec.window_hints
         capacity = (capacity or CapacityConfig()).resolve(hints.urgent_slack_seconds, hints.defer_slack_seconds)
-        graphs = capture_window_graphs(codec, config, capacity, sizes, device)
+        graphs = capture_window_graphs(codec, config, capacity, codec_graph_batch_sizes(gpu, max_num_seqs), device)
     return CudaStreamRunner(device, graphs)
+
+
+def codec_graph_batch_sizes(gpu: GpuConfig, max_num_seqs: int) -> list[int]:
+    """The padded batch sizes the codec's graphs are captured at: the decode graphs' ladder up to 64.
+    A stream sends a window every few steps, so a step's windows of one length are few; the larger
+    (rare, start-aligned) batches decode eagerly instead of reserving graph memory."""
+    return [size for size in gpu.graph_batch_sizes(max_num_seqs) if size <= MAX_CODEC_GRAPH_BATCH]

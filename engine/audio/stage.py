@@ -11,11 +11,17 @@ from torch import Tensor
 from capacity.config import CapacityConfig
 from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
-from engine.audio.decoder import PendingAudio, StreamChunk, StreamingDecoder
-from engine.audio.runners import CodecRunner, runner_for
+from engine.audio.decoder import INCREMENTAL_PIECE_FRAMES, PendingAudio, StreamChunk, StreamingDecoder
+from engine.audio.runners import CodecRunner, codec_graph_batch_sizes, runner_for
+from engine.audio.state_graphs import capture_state_graphs
 from engine.gpu_config import GpuConfig
 from memory.state_slots import StateSlotPool
 from model.codecs.base import FrameCodec, SlottedDecoder
+
+# Feed lengths (frames a stream) whose incremental steps replay CUDA graphs: a frame a step while
+# a listener is close to running dry (two or four when a step was skipped or a first chunk's
+# frames are fed at once), a whole piece once it is far ahead; other lengths step eagerly.
+STEP_GRAPH_LENGTHS = sorted({1, 2, 4, INCREMENTAL_PIECE_FRAMES})
 
 
 class AudioStage:
@@ -58,6 +64,9 @@ class AudioStage:
         pool = None
         if isinstance(incremental, SlottedDecoder):
             pool = StateSlotPool(incremental.state_shapes(), state_slots or 2 * max_num_seqs, device)
+            if device.type == "cuda" and gpu.codec_graphs:
+                incremental = capture_state_graphs(incremental, codec.frame_shape, codec.frame_dtype,
+                                                   codec_graph_batch_sizes(gpu, max_num_seqs), STEP_GRAPH_LENGTHS, device)
         return cls(StreamingDecoder(codec, config, incremental, capacity, pool), runner, config.codec_thread)
 
     def open(self, stream_id: Hashable, listener: Listener) -> None:
