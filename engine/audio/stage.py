@@ -11,7 +11,7 @@ from torch import Tensor
 from capacity.config import CapacityConfig
 from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
-from engine.audio.decoder import INCREMENTAL_PIECE_FRAMES, PendingAudio, StreamChunk, StreamingDecoder
+from engine.audio.decoder import PendingAudio, StreamChunk, StreamingDecoder
 from engine.audio.runners import CodecRunner, codec_graph_batch_sizes, runner_for
 from engine.audio.state_graphs import capture_state_graphs
 from engine.gpu_config import GpuConfig
@@ -19,9 +19,10 @@ from memory.state_slots import StateSlotPool
 from model.codecs.base import FrameCodec, SlottedDecoder
 
 # Feed lengths (frames a stream) whose incremental steps replay CUDA graphs: a frame a step while
-# a listener is close to running dry (two or four when a step was skipped or a first chunk's
-# frames are fed at once), a whole piece once it is far ahead; other lengths step eagerly.
-STEP_GRAPH_LENGTHS = sorted({1, 2, 4, INCREMENTAL_PIECE_FRAMES})
+# a listener is close to running dry, two or four when a step was skipped or a first chunk's
+# frames are fed at once. A whole piece (INCREMENTAL_PIECE_FRAMES) goes to a listener far ahead,
+# whose slack covers an eager step; its graph would reserve activations of 64 frames a stream.
+STEP_GRAPH_LENGTHS = [1, 2, 4]
 
 
 class AudioStage:

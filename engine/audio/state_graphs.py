@@ -4,8 +4,8 @@ A codec that decodes from per-stream state slots (Qwen3-TTS's 12 Hz) feeds each 
 made since its last feed: one a step while its listener is close to running dry, a piece of
 INCREMENTAL_PIECE_FRAMES once it is far ahead (engine/audio/decoder.py). On a GPU such a step is a
 few frames through dozens of convolutions and an attention per layer: launch-bound. At start-up a
-graph is captured for each of those feed lengths at every padded batch size; a batch of another
-shape steps eagerly.
+graph is captured for each of the short feed lengths at every padded batch size; a batch of
+another shape steps eagerly.
 """
 from __future__ import annotations
 
