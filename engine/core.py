@@ -46,14 +46,16 @@ class EngineCore:
         self.clock = clock
         self.family = family or load_family(config.model)
         self.device = self.family.backbone.device
+        codec = self.family.codec
+        streaming = config.streaming.resolve(codec.window_hints)
+        # NOTE: before the KV cache is sized from the memory left: the codec's state pool (MBs a
+        # stream for Qwen3-TTS's 12 Hz decoder) and its graphs are then not promised to it.
+        self.audio = AudioStage.build(codec, streaming, config.capacity, config.gpu, self.device,
+                                      config.scheduler.max_num_seqs, config.cache.codec_state_slots)
         self.runner = build_model_runner(self.family, config, self.device, clock)
         self.kv_manager = self.runner.kv_manager
         self.step_cost = StepCostModel()
         self.scheduler = Scheduler(config.scheduler, self.kv_manager, self.step_cost, config.capacity)
-        codec = self.family.codec
-        streaming = config.streaming.resolve(codec.window_hints)
-        self.audio = AudioStage.build(codec, streaming, config.capacity, config.gpu, self.device,
-                                      config.scheduler.max_num_seqs, config.cache.codec_state_slots)
         self.sample_rate = codec.sample_rate
         self.stats = EngineStats(ready=True, kv_blocks_total=self.kv_manager.num_blocks)
         self._refused: list[tuple[str, RequestRejected]] = []  # queued, then refused: not yet told

@@ -58,3 +58,27 @@ def test_with_admission_a_burst_waits_for_slots_and_completes(qwen3):
     assert sorted(chunks) == sorted(f"r{i}" for i in range(SLOTS + 3))
     assert all(got[-1].finish_reason in ("stop", "length") for got in chunks.values())
     assert core.audio.decoder.state_pool.num_free == SLOTS
+
+
+def test_the_state_pool_exists_before_the_kv_cache_is_sized(qwen3, monkeypatch):
+    """On a GPU the KV pool takes the memory left after a profiled step: the codec's state pool
+    must be allocated by then, or the KV cache is promised what the states need."""
+    import engine.core
+    from engine.audio.stage import AudioStage
+
+    family, _ = qwen3
+    events: list[str] = []
+    build_stage, build_runner = AudioStage.build, engine.core.build_model_runner
+
+    def stage(*args, **kwargs):
+        events.append("codec state pool")
+        return build_stage(*args, **kwargs)
+
+    def runner(*args, **kwargs):
+        events.append("kv cache")
+        return build_runner(*args, **kwargs)
+
+    monkeypatch.setattr(AudioStage, "build", stage)
+    monkeypatch.setattr(engine.core, "build_model_runner", runner)
+    core = make_core(family, wall_clock_capacity())
+    assert events == ["codec state pool", "kv cache"] and core.audio.decoder.state_pool is not None
