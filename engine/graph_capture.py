@@ -1,10 +1,14 @@
 """Capturing one CUDA graph: shared by the decode graphs and the codec's window graphs."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import logging
+import time
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import torch
 from torch import Tensor
+
+logger = logging.getLogger("chorus.engine")
 
 
 def capture_graph(run: Callable[[], Tensor], pool: tuple | None) -> tuple[torch.cuda.CUDAGraph, Tensor]:
@@ -33,3 +37,25 @@ def capture_grid(lengths: Sequence[int], batch_sizes: Sequence[int], run: Callab
             graphs[size, n], pool = graph, graph.pool()
     torch.cuda.synchronize()
     return graphs, outputs
+
+
+class GraphGrid(Protocol):
+    """Graphs of one function at `lengths` x `batch_sizes`, captured by `capture`."""
+
+    lengths: list[int]
+    batch_sizes: list[int]
+
+    def capture(self) -> None: ...
+
+
+Grid = TypeVar("Grid", bound=GraphGrid)
+
+
+def captured(graphs: Grid, what: str) -> Grid:
+    """`graphs` once captured (in inference mode), logged as `what` with its shapes and time."""
+    started = time.perf_counter()
+    with torch.inference_mode():
+        graphs.capture()
+    logger.info("captured %d %s (%s frames, batch %s) in %.1f s", len(graphs.lengths) * len(graphs.batch_sizes),
+                what, graphs.lengths, graphs.batch_sizes, time.perf_counter() - started)
+    return graphs

@@ -8,8 +8,6 @@ batch size of the decode graphs' ladder; a batch of another shape decodes eagerl
 from __future__ import annotations
 
 import bisect
-import logging
-import time
 
 import torch
 from torch import Tensor
@@ -17,10 +15,8 @@ from torch import Tensor
 from capacity.config import CapacityConfig
 from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
-from engine.graph_capture import capture_grid
+from engine.graph_capture import capture_grid, captured
 from model.codecs.base import FrameCodec
-
-logger = logging.getLogger("chorus.engine")
 
 
 def steady_window_lengths(config: StreamingConfig, capacity: CapacityConfig) -> list[int]:
@@ -82,11 +78,5 @@ class WindowGraphs:
 
 def capture_window_graphs(codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig,
                           batch_sizes: list[int], device: torch.device) -> WindowGraphs:
-    started = time.perf_counter()
-    graphs = WindowGraphs(codec, batch_sizes, steady_window_lengths(config, capacity), device)
-    with torch.inference_mode():
-        graphs.capture()
-    logger.info("captured %d codec graphs (windows of %s frames, batch %s) in %.1f s",
-                len(graphs.lengths) * len(graphs.batch_sizes), graphs.lengths, graphs.batch_sizes,
-                time.perf_counter() - started)
-    return graphs
+    return captured(WindowGraphs(codec, batch_sizes, steady_window_lengths(config, capacity), device),
+                    "codec window graphs")

@@ -10,17 +10,13 @@ another shape steps eagerly.
 from __future__ import annotations
 
 import bisect
-import logging
-import time
 from typing import Sequence
 
 import torch
 from torch import Tensor
 
-from engine.graph_capture import capture_grid
+from engine.graph_capture import capture_grid, captured
 from model.codecs.base import SlottedDecoder
-
-logger = logging.getLogger("chorus.engine")
 
 
 class GraphedSlottedDecoder:
@@ -97,11 +93,5 @@ class GraphedSlottedDecoder:
 
 def capture_state_graphs(decoder: SlottedDecoder, frame_shape: tuple[int, ...], frame_dtype: torch.dtype,
                          batch_sizes: list[int], lengths: list[int], device: torch.device) -> GraphedSlottedDecoder:
-    started = time.perf_counter()
-    graphs = GraphedSlottedDecoder(decoder, frame_shape, frame_dtype, batch_sizes, lengths, device)
-    with torch.inference_mode():
-        graphs.capture()
-    logger.info("captured %d codec step graphs (feeds of %s frames, batch %s) in %.1f s",
-                len(graphs.lengths) * len(graphs.batch_sizes), graphs.lengths, graphs.batch_sizes,
-                time.perf_counter() - started)
-    return graphs
+    return captured(GraphedSlottedDecoder(decoder, frame_shape, frame_dtype, batch_sizes, lengths, device),
+                    "codec step graphs")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from model.config import ModelConfig
-from model.families.qwen3_tts.family import Qwen3Family, TalkerOutput
+from model.families.qwen3_tts.family import Qwen3Family
 from model.loader import load_family, load_frontend
 
 PADDED = 8
