@@ -14,7 +14,7 @@ stage (codec_seconds), `rest` the remainder: `inputs` (the family's embed, timed
 (scheduling, attention metadata, admission, bookkeeping). Where the family has a code predictor,
 `emit` splits further into its forwards (`predictor_forward`: CodePredictor._forward, the decoder
 layers and each code's head, as `forward` holds the talker's head), `sampling` (code 0's Sampler
-call, the predictor's SubStepSampler start and draws) and `emit_other` (the code-0 mask, the
+call, the predictor's SubStepSampler start and draws) and `emit_other` (the end-of-speech mask, the
 predictor's embeddings, the hand-back), and the probe counts its
 calls: `predictor_calls_per_step_min/max/mean` (forward calls per emitting step) and
 `predictor_rows_per_call` (streams per call). `not_forward_or_codec` is everything but model
