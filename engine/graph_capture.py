@@ -1,4 +1,5 @@
-"""Capturing one CUDA graph: shared by the decode graphs and the codec's window graphs."""
+"""Capturing CUDA graphs: one (the decode graphs' way), or a grid of shapes in one memory pool (the
+codec's window and step graphs)."""
 from __future__ import annotations
 
 import logging

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from model.sampling.sampler import SamplingState, warper_columns
+from model.sampling.sampler import SamplingState, top_k_kept, warper_columns
 
 # NOTE: U clamped away from 0 keeps E = -log U finite; U < 1 in float32 keeps E > 0, so -log E is finite.
 _SMALLEST_UNIFORM = torch.finfo(torch.float32).tiny
@@ -33,10 +33,7 @@ _SMALLEST_UNIFORM = torch.finfo(torch.float32).tiny
 def candidate_count(states: Sequence[SamplingState], vocab_size: int) -> int:
     """K: the largest top-k of the sampling rows, or the vocabulary when one keeps every id (1 when
     no row samples: a greedy row's token is the argmax, whatever the candidates)."""
-    top_ks = [state.params.top_k for state in states if not state.params.greedy]
-    if not top_ks:
-        return 1
-    return max(top_ks) if all(0 < k < vocab_size for k in top_ks) else vocab_size
+    return max((top_k_kept(state.params.top_k, vocab_size) for state in states if not state.params.greedy), default=1)
 
 
 class CandidateWarper:
@@ -92,7 +89,7 @@ class CandidateWarper:
         if len(seeded) < len(states):
             uniform.uniform_()
         for row, state in seeded:
-            own = state.params.top_k if 0 < state.params.top_k < vocab_size else vocab_size
+            own = top_k_kept(state.params.top_k, vocab_size)
             uniform[row, :, :own] = torch.rand(steps, own, generator=state.generator, device=device)
             uniform[row, :, own:] = 0.5
         # Drawn in descending candidate order, used ascending.

@@ -148,6 +148,12 @@ def apply_warpers(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
     )
 
 
+def top_k_kept(top_k: int, vocab_size: int) -> int:
+    """How many ids a row's top-k filter keeps: top_k, or the whole vocabulary when it is off (0)
+    or at least the vocabulary."""
+    return top_k if 0 < top_k < vocab_size else vocab_size
+
+
 def warper_columns(
     states: Sequence[SamplingState], vocab_size: int, device: torch.device | str = "cpu"
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -160,7 +166,7 @@ def warper_columns(
             (
                 1.0 if state.params.greedy else state.params.temperature,
                 1.0 - state.params.top_p,
-                state.params.top_k if 0 < state.params.top_k < vocab_size else vocab_size,
+                top_k_kept(state.params.top_k, vocab_size),
             )
             for state in states
         ],

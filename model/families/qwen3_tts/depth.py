@@ -47,7 +47,6 @@ class CodePredictor(nn.Module):
         # embed in one lookup (`embed_codes`) rather than fifteen.
         self.code_embeddings = nn.Parameter(torch.zeros(self.num_codes, config.predictor_vocab_size, talker_hidden),
                                             requires_grad=False)
-        self._code_offsets: Tensor | None = None  # k * vocabulary: code k + 1's rows in the flat table
         self.heads = nn.ModuleList(nn.Linear(shape.hidden_size, config.predictor_vocab_size, bias=False)
                                    for _ in range(self.num_codes))
         # One block per row holds a frame's positions (the hidden state, then codes 0..G-2).
@@ -102,9 +101,8 @@ class CodePredictor(nn.Module):
     def embed_codes(self, codes: Tensor) -> Tensor:
         """The predictor-table embeddings of codes 1..G-1 ([N, G-1] → [N, G-1, H]), summed by the caller."""
         tables = self.code_embeddings
-        if self._code_offsets is None or self._code_offsets.device != codes.device:
-            self._code_offsets = torch.arange(self.num_codes, device=codes.device) * tables.shape[1]
-        return tables.flatten(0, 1)[codes + self._code_offsets]
+        offsets = torch.arange(self.num_codes, device=codes.device) * tables.shape[1]  # code k + 1's first row
+        return tables.flatten(0, 1)[codes + offsets]
 
     def _forward(self, inputs: Tensor, positions: Tensor, meta: AttentionMetadata, index: int) -> Tensor:
         """Sub-step `index`: the decoder over this sub-step's inputs, then code index + 1's head

@@ -16,6 +16,7 @@ from model.families.qwen3_tts.stream import Qwen3Stream
 from model.llama.model import LlamaModel
 from model.sampling.graph_sampler import GraphSampler
 from model.sampling.graph_substeps import GraphSubStepSampler
+from model.sampling.sampler import top_k_kept
 
 
 class Qwen3GraphEmitter:
@@ -35,8 +36,7 @@ class Qwen3GraphEmitter:
         self.sampler = GraphSampler(max_rows, backbone.config.vocab_size, (eos,), width, device)
         self.candidates = code_0_ids.to(device)[None, :].expand(max_rows, width)
         vocab = predictor.vocab_size
-        depth_candidates = depth_top_k if 0 < depth_top_k < vocab else vocab
-        self.substeps = GraphSubStepSampler(max_rows, predictor.num_codes, vocab, depth_candidates, device)
+        self.substeps = GraphSubStepSampler(max_rows, predictor.num_codes, vocab, top_k_kept(depth_top_k, vocab), device)
         self.eos_blocked = torch.zeros(max_rows, dtype=torch.bool, device=device)
         self.frames = torch.zeros(max_rows, predictor.num_codes + 1, dtype=torch.long, device=device)
         predictor.reserve(max_rows)  # the scratch cache is allocated before any capture
