@@ -21,7 +21,7 @@ import torch
 
 from benchmarks.gpu_checkpoint import ORPHEUS_3B, TINY, write_random_checkpoint
 from benchmarks.gpu_checks import (check_attention, check_codec_graphs, check_graph_sampling, check_qwen3_codec_step_graphs,
-                                   check_qwen3_graph_emit, check_step)
+                                   check_qwen3_graph_emit, check_step, tiny_qwen3)
 from benchmarks.gpu_load import baseline_sweep, engine_sweep
 from benchmarks.gpu_plan import Plan
 from model.attention import AttentionMetadata, get_attention_backend
@@ -186,15 +186,17 @@ def run(plan: Plan, out: Path, command: str) -> dict:
 
         clock = time.perf_counter()
         shape = plan.shape
+        qwen3 = tiny_qwen3(plan.device, plan.attention)
         report["correctness"] = {
             "attention_max_abs_error": check_attention(shape.num_attention_heads, shape.num_key_value_heads,
                                                        shape.head_dim, plan.device),
             **check_step(family.backbone, plan.block_size, plan.device),
             **check_graph_sampling(family, plan.device),
             **check_codec_graphs(family.codec, plan.device),
-            **check_qwen3_graph_emit(plan.device, plan.attention),
-            **check_qwen3_codec_step_graphs(plan.device),
+            **check_qwen3_graph_emit(*qwen3, plan.device),
+            **check_qwen3_codec_step_graphs(qwen3[0].codec, plan.device),
         }
+        del qwen3
         family.backbone.attention_backend = get_attention_backend(plan.attention)  # check_step leaves triton
         phases["correctness_s"] = time.perf_counter() - clock
 

@@ -110,17 +110,21 @@ def check_graph_sampling(family, device: torch.device, steps: int = 16) -> dict[
     return {"graph_sampling_mismatches": _checked(mismatches, 0, "sampling inside the graph")}
 
 
-def check_qwen3_graph_emit(device: torch.device, attention: str, steps: int = 8) -> dict[str, float]:
-    """Frames from Qwen3-TTS's graph emitter (the talker's head, code 0 and the code predictor's
-    fifteen sub-steps; captured in a CUDA graph and replayed on CUDA, run directly over the same
-    buffers elsewhere) against its eager `head` + `emit` on the same hidden states, for 8 streams
-    of `tiny-random-qwen3` (built in, nothing downloaded), seeded, two of them greedy: identical."""
+def tiny_qwen3(device: torch.device, attention: str):
+    """`tiny-random-qwen3` (built in, nothing downloaded) on `device`: its family and front end."""
     from model.config import ModelConfig
     from model.loader import load_family, load_frontend
 
-    rows = 8
     config = ModelConfig(model="tiny-random-qwen3", device=device.type, dtype="float32", attention_backend=attention)
-    family, frontend = load_family(config), load_frontend(config)
+    return load_family(config), load_frontend(config)
+
+
+def check_qwen3_graph_emit(family, frontend, device: torch.device, steps: int = 8) -> dict[str, float]:
+    """Frames from Qwen3-TTS's graph emitter (the talker's head, code 0 and the code predictor's
+    fifteen sub-steps; captured in a CUDA graph and replayed on CUDA, run directly over the same
+    buffers elsewhere) against its eager `head` + `emit` on the same hidden states, for 8 streams
+    of `tiny_qwen3`'s family, seeded, two of them greedy: identical."""
+    rows = 8
     family.reserve(rows)
     defaults = frontend.default_sampling()
 
@@ -154,16 +158,13 @@ def check_qwen3_graph_emit(device: torch.device, attention: str, steps: int = 8)
 
 
 @torch.inference_mode()
-def check_qwen3_codec_step_graphs(device: torch.device) -> dict[str, float]:
-    """Max |graph - eager| of the 12 Hz codec's incremental steps (`tiny-random-qwen3`'s codec):
-    three streams of different histories, padded to 4, fed 1 and then 4 frames, from step graphs
+def check_qwen3_codec_step_graphs(codec, device: torch.device) -> dict[str, float]:
+    """Max |graph - eager| of the 12 Hz codec's incremental steps (`tiny_qwen3`'s codec): three
+    streams of different histories, padded to 4, fed 1 and then 4 frames, from step graphs
     captured on CUDA (engine/audio/state_graphs.py; run directly over the same buffers elsewhere)
     against the decoder's own step, audio and states."""
     from engine.audio.state_graphs import GraphedSlottedDecoder
-    from model.config import ModelConfig
-    from model.loader import load_family
 
-    codec = load_family(ModelConfig(model="tiny-random-qwen3", device=device.type, dtype="float32")).codec
     plain = codec.incremental
     graphed = GraphedSlottedDecoder(plain, codec.frame_shape, codec.frame_dtype, [1, 2, 4], [1, 4], device,
                                     eager_replay=device.type != "cuda")
