@@ -88,11 +88,38 @@ def cluster_state() -> str:
             lines.append(f"engine core {pid}: state {stat[0]}, parent {stat[1]}")
         except OSError:
             lines.append(f"engine core {pid}: gone")
+    # Every replica process with its children as `ps` names them: a core that lost its title, or a
+    # replica whose core is gone, shows here (the engine cores above are found by title only).
+    found = subprocess.run(["pgrep", "-f", "ServeReplica"], capture_output=True, text=True).stdout
+    for replica in sorted(int(pid) for pid in found.split()):
+        lines.append(f"replica process {replica}: children {children_of(replica)}")
     logs = sorted(glob.glob("/tmp/ray/session_latest/logs/serve/controller_*.log"))
     if logs:
         lines.append("controller log (last 25 lines):")
         lines.extend(line.rstrip()[:300] for line in open(logs[-1]).readlines()[-25:])
+    # The replicas' own stderr (the engine's log lines: a core that died, restarted or gave up).
+    for log in sorted(glob.glob("/tmp/ray/session_latest/logs/worker-*.err")):
+        text = open(log, errors="replace").readlines()
+        if any(line.startswith(":actor_name:ServeReplica") for line in text[:3]):
+            lines.append(f"{os.path.basename(log)} (last 8 lines):")
+            lines.extend(line.rstrip()[:300] for line in text[-8:])
     return "\n".join(lines)
+
+
+def children_of(parent: int) -> list[str]:
+    """`pid: command line` of each live child of `parent`."""
+    children = []
+    for stat_path in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat_path).read().rsplit(")", 1)[1].split()
+            if int(fields[1]) != parent:
+                continue
+            pid = stat_path.split("/")[2]
+            command = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            children.append(f"{pid}: {command.strip()[:120]}")
+        except (OSError, ValueError):
+            continue  # gone while we looked
+    return sorted(children)
 
 
 @dataclass
