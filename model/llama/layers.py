@@ -21,12 +21,21 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, hidden: Tensor) -> Tensor:
-        if hidden.dtype == torch.float32 and self.weight.dtype == torch.float32:
-            # One fused kernel instead of seven small ops: same math when nothing is cast.
-            return F.rms_norm(hidden, self.weight.shape, self.weight, self.eps)
-        hidden32 = hidden.float()
-        normed = hidden32 * torch.rsqrt(hidden32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * normed.to(hidden.dtype)
+        return rms_norm(hidden, self.weight, self.eps)
+
+
+def rms_norm(hidden: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """`hidden` normalised over its last dimension in float32, cast back, times `weight` (any shape
+    that broadcasts against `hidden`, e.g. one row per head)."""
+    if hidden.dtype == torch.float32 and weight.dtype == torch.float32:
+        # One fused kernel (and a product for a weight per head) instead of seven small ops: the
+        # same math when nothing is cast.
+        if weight.dim() == 1:
+            return F.rms_norm(hidden, weight.shape, weight, eps)
+        return F.rms_norm(hidden, hidden.shape[-1:], None, eps).mul_(weight)
+    hidden32 = hidden.float()
+    normed = hidden32 * torch.rsqrt(hidden32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * normed.to(hidden.dtype)
 
 
 class RotaryEmbedding:
@@ -103,6 +112,18 @@ class LlamaAttention(nn.Module):
         self.scale = self.head_dim ** -0.5
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.qk_norm else None
+        self._head_norms: tuple[tuple, Tensor] | None = None  # (the weights' versions, [q heads + kv heads, head_dim])
+
+    def _head_norm_weights(self) -> Tensor:
+        """q_norm's weight for each query head, then k_norm's for each key head: one norm of the
+        joint heads instead of a split, two norms and a concatenation (four small ops a layer
+        that a CPU decode step pays for). Rebuilt when a weight is loaded or moved."""
+        q, k = self.q_norm.weight, self.k_norm.weight
+        key = (q._version, k._version, q.data_ptr(), k.data_ptr(), q.dtype)
+        if self._head_norms is None or self._head_norms[0] != key:
+            joint = torch.cat((q.detach().expand(self.num_heads, -1), k.detach().expand(self.num_kv_heads, -1)))
+            self._head_norms = (key, joint)
+        return self._head_norms[1]
 
     def forward(self, hidden: Tensor, positions: Tensor, kv_cache: Tensor, meta: AttentionMetadata) -> Tensor:
         num_tokens = hidden.shape[0]
@@ -111,8 +132,7 @@ class LlamaAttention(nn.Module):
         query_key, value = self.qkv_proj(hidden).split([self.qkv_sizes[0] + self.qkv_sizes[1], self.qkv_sizes[2]], -1)
         query_key = query_key.view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
-            query, key = query_key.split([self.num_heads, self.num_kv_heads], dim=1)
-            query_key = torch.cat((self.q_norm(query), self.k_norm(key)), dim=1)
+            query_key = rms_norm(query_key, self._head_norm_weights(), self.q_norm.eps)
         query, key = self.rotary.rotate(positions, query_key, meta.max_seq_len).split(
             [self.num_heads, self.num_kv_heads], dim=1)
         value = value.view(num_tokens, self.num_kv_heads, self.head_dim)
