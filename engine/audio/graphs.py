@@ -33,10 +33,11 @@ class WindowGraphs:
     """Decodes of [B, n, *frame_shape] frame batches, for n in `lengths` and B up to the largest
     of `batch_sizes`, replayed from one graph per (padded size, n).
 
-    Invariant: a graph reads only its input buffer and writes only its output buffer; `run`
-    copies the batch into the input (rows past B repeat row 0, valid frames whose audio is
-    dropped) and returns a view of the output [B, n * samples_per_frame], valid until the next
-    `run` of the same shape (the streaming decoder collects a launch before the next one). With
+    Invariant: a graph reads only its input buffer; `run` copies the batch into the input (rows
+    past B repeat row 0, valid frames whose audio is dropped) and returns its own copy of the
+    output [B, n * samples_per_frame]. A copy, not a view: the graphs share one memory pool, so
+    a graph captured later may keep its output where an earlier one keeps its scratch, and a
+    launch replays several lengths before the streaming decoder collects any. With
     `eager_replay` nothing is captured and a "replay" runs the same function over the same
     buffers: the CPU tests' way through this path.
     """
@@ -73,7 +74,7 @@ class WindowGraphs:
         if self.eager_replay:
             return self.codec.decode_trusted(inputs[:padded])[:rows]
         self._graphs[padded, n].replay()
-        return self._outputs[padded, n][:rows]
+        return self._outputs[padded, n][:rows].clone()  # on the replay's stream, before another replay
 
 
 def capture_window_graphs(codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig,
