@@ -25,10 +25,10 @@ class GraphedSlottedDecoder:
 
     Invariant: `step` returns what `decoder.step` returns for the same inputs (the graph runs that
     step over copies of them: rows past B repeat row 0, whose results are dropped); the audio and
-    states it returns are views of the graph's outputs, valid until the next `step` (the streaming
-    decoder scatters the states back to their slots and copies the audio to the host before its
-    next feed). With `eager_replay` nothing is captured and a "replay" runs the same function over
-    the same buffers: the CPU tests' way through this path.
+    states it returns are views of output buffers every graph shares, valid until the next `step`
+    (the streaming decoder scatters the states back to their slots and copies the audio to the
+    host before its next feed). With `eager_replay` nothing is captured and a "replay" runs the
+    same function over the same buffers: the CPU tests' way through this path.
     """
 
     def __init__(self, decoder: SlottedDecoder, frame_shape: tuple[int, ...], frame_dtype: torch.dtype,
@@ -46,6 +46,11 @@ class GraphedSlottedDecoder:
                         for shape, dtype in decoder.state_shapes()]
         self._graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
         self._outputs: dict[tuple[int, int], tuple[Tensor, list[Tensor]]] = {}
+        # What every graph writes its results into (audio per feed length, then the states): the
+        # step's own outputs stay inside the graph's pool as scratch. Kept per graph, they would
+        # stay allocated once per shape, each state a view holding its layer's whole input.
+        self._audio_out: dict[int, Tensor] = {}
+        self._states_out: list[Tensor] = []
 
     # ---- the SlottedDecoder the streaming decoder sees ----------------------------------------
 
@@ -83,7 +88,17 @@ class GraphedSlottedDecoder:
         self._graphs, self._outputs = capture_grid(self.lengths, self.batch_sizes, self._run)
 
     def _run(self, size: int, n: int) -> tuple[Tensor, list[Tensor]]:
-        return self.decoder.step(self._frames[n][:size], self._frames_before[:size], [s[:size] for s in self._states])
+        audio, states = self.decoder.step(self._frames[n][:size], self._frames_before[:size],
+                                          [s[:size] for s in self._states])
+        largest = self.batch_sizes[-1]
+        if n not in self._audio_out:  # at the eager run before the first capture of this length
+            self._audio_out[n] = audio.new_empty(largest, *audio.shape[1:])
+        if not self._states_out:
+            self._states_out = [state.new_empty(largest, *state.shape[1:]) for state in states]
+        self._audio_out[n][:size].copy_(audio)
+        for out, state in zip(self._states_out, states):
+            out[:size].copy_(state)
+        return self._audio_out[n][:size], [out[:size] for out in self._states_out]
 
     @staticmethod
     def _fill(buffer: Tensor, values: Tensor, rows: int, padded: int) -> None:

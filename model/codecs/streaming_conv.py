@@ -81,7 +81,7 @@ class StreamingConv:
             # Output i is at input position (first fed) - delay + i, which `joined` holds at span - delay + i.
             aligned = self.span - self.delay
             y = y + joined[..., aligned : aligned + x.shape[-1]]
-        return y, joined[..., x.shape[-1]:]
+        return y, _state_of(joined, x.shape[-1])
 
 
 class StreamingUpsample:
@@ -136,7 +136,7 @@ class StreamingUpsample:
         y = y.view(batch, -1, self.stride, n).transpose(2, 3).reshape(batch, -1, n * self.stride)
         if self.bias is not None:
             y = y + self.bias[:, None]
-        return y, joined[..., n:]
+        return y, _state_of(joined, n)
 
 
 class Delay:
@@ -150,4 +150,11 @@ class Delay:
 
     def __call__(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         joined = torch.cat([state, x.to(self.dtype)], dim=-1)
-        return joined[..., : x.shape[-1]], joined[..., x.shape[-1]:]
+        return joined[..., : x.shape[-1]], _state_of(joined, x.shape[-1])
+
+
+def _state_of(joined: Tensor, fed: int) -> Tensor:
+    """The state after a step: `joined`'s last positions, copied. A view would keep all of
+    `joined` (the state and every input fed) alive for as long as the state, in every layer at
+    once until the step returns (hundreds of MiB a stream for a long feed of a large codec)."""
+    return joined[..., fed:].clone()

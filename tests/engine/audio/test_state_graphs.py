@@ -57,3 +57,17 @@ def test_the_streaming_decoder_sees_a_slotted_decoder(codec):
                                     torch.device("cpu"), eager_replay=True)
     assert isinstance(graphed, SlottedDecoder) and graphed.delay_samples == 0
     assert graphed.state_shapes() == codec.incremental.state_shapes()
+
+
+def test_every_shape_writes_its_results_into_the_same_buffers(codec):
+    """One set of output buffers for all graphs: kept per graph, a shape's outputs would stay
+    allocated for each (batch size, length) captured (GiBs for the released codec)."""
+    graphed = GraphedSlottedDecoder(codec.incremental, codec.frame_shape, codec.frame_dtype, [1, 2, 4], [1, 4],
+                                    torch.device("cpu"), eager_replay=True)
+    storages = set()
+    for streams, n in ((3, 1), (1, 4), (2, 1)):
+        audio, states = graphed.step(codes(codec, streams, n, seed=n), torch.zeros(streams, dtype=torch.long),
+                                     codec.incremental.initial_states(streams))
+        assert audio.shape[0] == streams and all(state.shape[0] == streams for state in states)
+        storages.add(tuple(state.untyped_storage().data_ptr() for state in states))
+    assert len(storages) == 1

@@ -123,3 +123,13 @@ def test_refuses_layers_it_cannot_stream():
         StreamingConv(nn.Conv1d(2, 2, 4, padding=1))
     with pytest.raises(ValueError, match="stride"):
         StreamingUpsample(torch.zeros(2, 2, 6), None, 4, None)
+
+
+def test_each_layers_state_owns_only_its_own_memory():
+    """A state that were a view of its layer's whole input would keep that input alive with it:
+    every layer's at once until a step ends (hundreds of MiB a stream for a long feed on a GPU)."""
+    streamed = StreamedStack(TinyStack())
+    _, states = streamed(torch.randn(2, 3, 40), torch.zeros(2, dtype=torch.long), torch.full((2,), 100),
+                         streamed.initial_state(2))
+    for state in states:
+        assert state.untyped_storage().nbytes() == state.numel() * state.element_size()
