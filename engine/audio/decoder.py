@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Hashable, Iterator
 
 import numpy as np
 import torch
@@ -101,6 +101,20 @@ DECODE_BUDGET = 2.0
 # (capacity/config.py) in pieces of this many frames: one stream's 8-frame piece cost joe's
 # decoder 2.7 ms, a 64-frame one 12 ms (2-core machine).
 INCREMENTAL_PIECE_FRAMES = 64
+# At most this many frames (streams x frames each) in one incremental feed: a codec step's working
+# memory grows with it (a 64-frame piece of Qwen3-TTS's 12 Hz codec is hundreds of MiB a stream on
+# a GPU, whose memory the KV pool otherwise fills), and past a few hundred frames a larger call is
+# no cheaper per frame.
+FEED_FRAMES_PER_CALL = 1024
+
+
+def _bounded_calls(by_count: dict[int, list]) -> Iterator[list]:
+    """The feeds of each frame count, cut into calls of at most FEED_FRAMES_PER_CALL frames (at
+    least one stream each)."""
+    for count, group in by_count.items():
+        per_call = max(1, FEED_FRAMES_PER_CALL // max(1, count))
+        for start in range(0, len(group), per_call):
+            yield group[start : start + per_call]
 
 
 def _rows(runner: CodecRunner, audio: object | list[np.ndarray | None]) -> list[np.ndarray | None]:
@@ -309,7 +323,7 @@ class StreamingDecoder:
         by_count: dict[int, list[tuple[Hashable, bool]]] = defaultdict(list)
         for stream_id, flush in feeds.items():
             by_count[self._feed_count(self._streams[stream_id], flush)].append((stream_id, flush))
-        for group in by_count.values():
+        for group in _bounded_calls(by_count):
             try:
                 self._feed(group)
             except Exception:  # noqa: BLE001 - find the stream at fault, spare the others
