@@ -47,8 +47,10 @@ def build_kv_cache(
 def profile_peak_step_bytes(
     family: SpeechFamily, config: EngineConfig, layout: KVLayout, device: torch.device
 ) -> int:
-    """Peak device memory (weights included) while running `run_largest_step`. The scratch KV cache
-    it needs is not counted: the real pool replaces it."""
+    """Peak device memory (weights included) while running `run_largest_step`, plus what stays
+    reserved but unallocated after it (CUDA graphs captured before, e.g. the codec's, keep their
+    scratch in private pools that no other allocation can use). The scratch KV cache it needs is
+    not counted: the real pool replaces it."""
     num_blocks = -(-config.scheduler.max_num_batched_tokens // layout.block_size)
     scratch = layout.allocate(num_blocks, device)
     scratch_bytes = num_blocks * layout.bytes_per_block
@@ -59,7 +61,7 @@ def profile_peak_step_bytes(
     peak = torch.cuda.max_memory_allocated(device) - scratch_bytes
     del scratch
     torch.cuda.empty_cache()
-    return peak
+    return peak + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
 
 
 @torch.inference_mode()

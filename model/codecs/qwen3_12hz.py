@@ -63,7 +63,7 @@ class Qwen3Codec12Hz(FrameCodec):
     def decode_trusted(self, frames: Tensor) -> Tensor:
         # A whole decode is every stream's first piece: zero states are the decoder's left padding.
         incremental = self.incremental
-        audio, _ = incremental.step(frames, torch.zeros(frames.shape[0], dtype=torch.int64),
+        audio, _ = incremental.step(frames, torch.zeros(frames.shape[0], dtype=torch.int64, device=frames.device),
                                     incremental.initial_states(frames.shape[0]))
         return audio
 
