@@ -6,6 +6,8 @@ import math
 import time
 from typing import Callable
 
+import torch
+
 from capacity.admission import Admission, Overloaded
 from capacity.listener import Listener
 from capacity.projection import StreamOutlook
@@ -44,6 +46,10 @@ class EngineCore:
     def __init__(self, config: EngineConfig, family: SpeechFamily | None = None, clock: Clock = time.monotonic) -> None:
         self.config = config
         self.clock = clock
+        if config.model.torch_device.type == "cuda":
+            # NOTE: graph capture and replay, Triton launches and the codec's side stream all run on
+            # the current device: with --device cuda:1 and cuda:0 current, a graph records nothing.
+            torch.cuda.set_device(config.model.torch_device)
         self.family = family or load_family(config.model)
         self.device = self.family.backbone.device
         codec = self.family.codec

@@ -53,16 +53,23 @@ class CodePredictor(nn.Module):
         self.block_size = 1 << (config.num_code_groups - 1).bit_length()
         self.sampler = SubStepSampler()
         self._scratch: list[Tensor] = []
+        self._final = False  # the scratch cache may not be replaced (see reserve)
         self._plans: dict[int, list[tuple[AttentionMetadata, Tensor]]] = {}
 
     @property
     def max_rows(self) -> int:
         return self._scratch[0].shape[1] if self._scratch else 0
 
-    def reserve(self, rows: int) -> None:
-        """Allocates the scratch cache for up to `rows` streams per step."""
+    def reserve(self, rows: int, final: bool = False) -> None:
+        """Allocates the scratch cache for up to `rows` streams per step; `final`: never again
+        (graphs captured over it keep its addresses: a larger batch is an error, not a new cache)."""
         if rows <= self.max_rows:
+            self._final = self._final or final
             return
+        if self._final:
+            raise RuntimeError(f"the code predictor's scratch cache holds {self.max_rows} rows for good "
+                               f"(captured graphs use it); {rows} rows do not fit")
+        self._final = final
         weight = self.norm.weight
         shape = (2, rows, self.block_size, self.arch.num_key_value_heads, self.arch.head_dim)
         self._scratch = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.layers]

@@ -39,7 +39,7 @@ class Qwen3GraphEmitter:
         self.substeps = GraphSubStepSampler(max_rows, predictor.num_codes, vocab, top_k_kept(depth_top_k, vocab), device)
         self.eos_blocked = torch.zeros(max_rows, dtype=torch.bool, device=device)
         self.frames = torch.zeros(max_rows, predictor.num_codes + 1, dtype=torch.long, device=device)
-        predictor.reserve(max_rows)  # the scratch cache is allocated before any capture
+        predictor.reserve(max_rows, final=True)  # the scratch cache is allocated before any capture, for good
 
     def prepare(self, streams: Sequence[Qwen3Stream], emits: Sequence[bool], padded: int) -> None:
         batch = len(streams)

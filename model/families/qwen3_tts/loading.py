@@ -38,7 +38,10 @@ def load_family(path: Path, config: ModelConfig) -> Qwen3Family:
     with torch.device("meta"):
         backbone, text = build_talker(qwen3, get_attention_backend(backend))
         # Its own backend instance: the predictor's per-sub-step plans never evict the talker's.
-        predictor = CodePredictor(qwen3, get_attention_backend(backend))
+        # Its sub-steps are decode-shaped (at most two positions a row) and captured in the decode
+        # graphs: xformers' path is for long prefill blocks and builds its mask from host lists,
+        # which a graph cannot capture, so the predictor takes the Triton kernel xformers decodes with.
+        predictor = CodePredictor(qwen3, get_attention_backend("triton" if backend == "xformers" else backend))
     modules = [module.to(dtype).to_empty(device=device) for module in (backbone, text, predictor)]
     backbone, text, predictor = modules  # type: ignore[assignment]
     talker_weights, predictor_weights = [], []

@@ -99,3 +99,27 @@ def test_eos_stays_masked_while_the_text_goes_on(family, frontend, monkeypatch):
     with torch.inference_mode():
         frames = emitter.outputs(emitter.emit(hidden))
     assert [frame[0] == eos for frame in frames] == [False, False, True, True]
+
+
+def test_the_scratch_cache_a_graph_emitter_holds_is_never_replaced(family):
+    """Graphs captured over the predictor's scratch keep its addresses: once an emitter exists, a
+    larger batch is an error instead of a new cache under the graphs."""
+    family.graph_emitter(PADDED)
+    scratch = family.predictor._scratch[0]
+    family.reserve(PADDED)  # what it holds already: fine
+    with pytest.raises(RuntimeError, match="for good"):
+        family.reserve(PADDED + 1)
+    assert family.predictor._scratch[0] is scratch and family.predictor.max_rows == PADDED
+
+
+def test_with_xformers_the_code_predictor_decodes_with_the_triton_kernel(chorus_cache):
+    """xformers' prefill path builds its mask from host lists, which a CUDA graph cannot capture,
+    and the predictor's sub-steps (two positions at most) run inside the decode graph."""
+    from model.attention.triton_backend import TritonBackend
+    from model.attention.xformers_backend import XformersPrefillBackend
+
+    family = load_family(ModelConfig(model="tiny-random-qwen3", device="cpu", dtype="float32",
+                                     attention_backend="xformers"))
+    assert isinstance(family.backbone.attention_backend, XformersPrefillBackend)
+    predictor_backends = {type(layer.self_attn.attention) for layer in family.predictor.layers}
+    assert predictor_backends == {TritonBackend}
