@@ -123,7 +123,9 @@ def check_qwen3_graph_emit(family, frontend, device: torch.device, steps: int = 
     """Frames from Qwen3-TTS's graph emitter (the talker's head, code 0 and the code predictor's
     fifteen sub-steps; captured in a CUDA graph and replayed on CUDA, run directly over the same
     buffers elsewhere) against its eager `head` + `emit` on the same hidden states, for 8 streams
-    of `tiny_qwen3`'s family, seeded, two of them greedy: identical."""
+    of `tiny_qwen3`'s family, seeded, two of them greedy: identical. Compared while every row is
+    live: the eager emit of fewer rows runs other matmul shapes than the graph's padded 8, which
+    may pick other kernels and flip a near-tie (not a capture bug)."""
     rows = 8
     family.reserve(rows)
     defaults = frontend.default_sampling()
@@ -139,46 +141,60 @@ def check_qwen3_graph_emit(family, frontend, device: torch.device, steps: int = 
         hidden = torch.zeros(rows, family.backbone.hidden_size, device=device)
         emit = _replayed(lambda: emitter.emit(hidden), device)
         gen = torch.Generator(device=device).manual_seed(0)
-        live, mismatches = list(range(rows)), 0
+        mismatches, compared = 0, 0
         for _ in range(steps):
             hidden.copy_(torch.randn(hidden.shape, generator=gen, device=device))
-            emitter.prepare([graph_streams[i] for i in live], [True] * len(live), rows)
-            got = emitter.outputs(emit())[: len(live)]
-            expected = family.emit(family.head(hidden[: len(live)].clone()), [eager_streams[i] for i in live])
-            mismatches += sum(a != b for a, b in zip(got, expected))
-            ended = [i for i, frame in zip(live, expected) if family.accept(eager_streams[i], frame).finished]
-            for i, frame in zip(live, got):
-                family.accept(graph_streams[i], frame)
-            live = [i for i in live if i not in ended]
-            if not live:
+            emitter.prepare(graph_streams, [True] * rows, rows)
+            got = emitter.outputs(emit())
+            expected = family.emit(family.head(hidden.clone()), eager_streams)
+            mismatches, compared = mismatches + sum(a != b for a, b in zip(got, expected)), compared + 1
+            ended = [family.accept(stream, frame).finished for stream, frame in zip(eager_streams, expected)]
+            for stream, frame in zip(graph_streams, got):
+                family.accept(stream, frame)
+            if any(ended):
                 break
         for stream in graph_streams:
             family.release(stream)
-    return {"qwen3_graph_emit_mismatches": _checked(mismatches, 0, "Qwen3-TTS's depth stage inside the graph")}
+    return {"qwen3_graph_emit_mismatches": _checked(mismatches, 0, "Qwen3-TTS's depth stage inside the graph"),
+            "qwen3_graph_emit_steps": compared}
 
 
 @torch.inference_mode()
 def check_qwen3_codec_step_graphs(codec, device: torch.device) -> dict[str, float]:
-    """Max |graph - eager| of the 12 Hz codec's incremental steps (`tiny_qwen3`'s codec): three
-    streams of different histories, padded to 4, fed 1 and then 4 frames, from step graphs
-    captured on CUDA (engine/audio/state_graphs.py; run directly over the same buffers elsewhere)
-    against the decoder's own step, audio and states."""
+    """The 12 Hz codec's incremental steps (`tiny_qwen3`'s codec) from step graphs captured on CUDA
+    (engine/audio/state_graphs.py; run directly over the same buffers elsewhere) against the
+    decoder's own step, audio and states: three streams of different histories, padded to 4, fed
+    1, 4, 2 and 1 frames. Against the same 4 padded rows stepped eagerly, max |error| (the same
+    kernels: a capture or buffer bug shows, nothing else); against the 3 rows alone, the error
+    relative to the largest value (another batch may take other convolution algorithms, TF32 on
+    a GPU: a bound that catches wrong slots or stale inputs, not rounding)."""
     from engine.audio.state_graphs import GraphedSlottedDecoder
 
     plain = codec.incremental
-    graphed = GraphedSlottedDecoder(plain, codec.frame_shape, codec.frame_dtype, [1, 2, 4], [1, 4], device,
+    graphed = GraphedSlottedDecoder(plain, codec.frame_shape, codec.frame_dtype, [1, 2, 4], [1, 2, 4], device,
                                     eager_replay=device.type != "cuda")
     graphed.capture()
     gen = torch.Generator(device="cpu").manual_seed(0)
-    states, before, worst = plain.initial_states(3), torch.tensor([0, 7, 13], device=device), 0.0
-    for n in (1, 4, 1):
+    states, before = plain.initial_states(3), torch.tensor([0, 7, 13], device=device)
+    padded_error = relative_error = 0.0
+
+    def pad(t: torch.Tensor) -> torch.Tensor:  # as the graphs pad: row 0 again
+        return torch.cat([t, t[:1]])
+
+    for n in (1, 4, 2, 1):
         frames = torch.randint(0, codec.config.codebook_size, (3, n, *codec.frame_shape), generator=gen).to(device)
         want_audio, want_states = plain.step(frames, before, states)
+        padded_audio, padded_states = plain.step(pad(frames), pad(before), [pad(s) for s in states])
         audio, new_states = graphed.step(frames, before, states)
-        worst = max(worst, (audio - want_audio).abs().max().item(),
-                    *((got - want).abs().max().item() for got, want in zip(new_states, want_states)))
+        pairs = [(audio, padded_audio[:3], want_audio),
+                 *((got, padded[:3], want) for got, padded, want in zip(new_states, padded_states, want_states))]
+        for got, padded, want in pairs:
+            padded_error = max(padded_error, (got - padded).abs().max().item())
+            relative_error = max(relative_error, ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item())
         states, before = [state.clone() for state in want_states], before + n
-    return {"qwen3_codec_step_graph_max_abs_error": _checked(worst, 1e-4, "the 12 Hz codec's step graphs")}
+    return {"qwen3_codec_step_graph_max_abs_error": _checked(padded_error, 1e-5, "the 12 Hz codec's step graphs"),
+            "qwen3_codec_step_graph_unpadded_relative_error": _checked(
+                relative_error, 1e-2, "the 12 Hz codec's step graphs against unpadded steps")}
 
 
 @torch.inference_mode()

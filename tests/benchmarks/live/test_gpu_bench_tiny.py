@@ -26,6 +26,11 @@ def test_tiny_run_goes_through_every_phase(tmp_path):
     assert report["correctness"]["step_rel_error"] < 5e-2
     assert report["correctness"]["graph_sampling_mismatches"] == 0
     assert report["correctness"]["codec_graph_max_abs_error"] < 1e-4
+    assert report["correctness"]["qwen3_graph_emit_mismatches"] == 0
+    assert report["correctness"]["qwen3_graph_emit_steps"] >= 1
+    assert report["correctness"]["qwen3_codec_step_graph_max_abs_error"] <= 1e-5
+    assert report["correctness"]["qwen3_codec_step_graph_unpadded_relative_error"] <= 1e-2
+    assert list(report["phases"])[0] == "qwen3_checks_s"  # before the checkpoint: the untried paths first
     [prefill] = report["prefill"]
     assert prefill["backend"] == "torch" and prefill["step_ms"] > 0 and prefill["rel_error"] == 0
     assert [r["batch"] for r in report["decode"]] == [1, 8]
