@@ -21,7 +21,7 @@ import torch
 
 from benchmarks.gpu_checkpoint import ORPHEUS_3B, TINY, write_random_checkpoint
 from benchmarks.gpu_checks import (check_attention, check_codec_graphs, check_graph_sampling, check_qwen3_codec_step_graphs,
-                                   check_qwen3_graph_emit, check_step, tiny_qwen3)
+                                   check_qwen3_engine, check_qwen3_graph_emit, check_step, tiny_qwen3)
 from benchmarks.gpu_load import baseline_sweep, engine_sweep
 from benchmarks.gpu_plan import Plan
 from model.attention import AttentionMetadata, get_attention_backend
@@ -183,6 +183,7 @@ def run(plan: Plan, out: Path, command: str) -> dict:
         qwen3_checks = {**check_qwen3_graph_emit(*qwen3, plan.device),
                         **check_qwen3_codec_step_graphs(qwen3[0].codec, plan.device)}
         del qwen3
+        qwen3_checks |= check_qwen3_engine(plan.device, plan.attention)
         phases["qwen3_checks_s"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
