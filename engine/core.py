@@ -31,6 +31,15 @@ from scheduler.sequence import Sequence
 Clock = Callable[[], float]
 
 
+def make_current(device: torch.device) -> None:
+    """Makes a GPU given with its index the current device: graph capture and replay, Triton
+    launches and the codec's side stream all run on the current device (with --device cuda:1 and
+    cuda:0 current, a graph would record nothing). "cuda" alone is the current one already (and
+    set_device refuses a device without an index)."""
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)
+
+
 class EngineCore:
     """step() = admit queued requests → schedule → run the model → the request table records the
     outputs (the family accepts them; counts, stops, errors) → the audio stage decodes → the
@@ -46,10 +55,7 @@ class EngineCore:
     def __init__(self, config: EngineConfig, family: SpeechFamily | None = None, clock: Clock = time.monotonic) -> None:
         self.config = config
         self.clock = clock
-        if config.model.torch_device.type == "cuda":
-            # NOTE: graph capture and replay, Triton launches and the codec's side stream all run on
-            # the current device: with --device cuda:1 and cuda:0 current, a graph records nothing.
-            torch.cuda.set_device(config.model.torch_device)
+        make_current(config.model.torch_device)
         self.family = family or load_family(config.model)
         self.device = self.family.backbone.device
         codec = self.family.codec
