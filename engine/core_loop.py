@@ -61,7 +61,11 @@ class CoreLoop:
                 replies.extend(self.core.step())
                 replies.extend(Rejected.of(rid, exc) for rid, exc in self.core.take_refusals())
             now = self.core.clock()
-            if now - self._last_stats >= STATS_INTERVAL_S:
+            # NOTE: also right after requests arrive: the API's early refusal spends the last
+            # report's room one request at a time, and a burst of arrivals used it up on a report
+            # that predated them all (every 429 at 48 paced listeners came from one such burst).
+            arrived = any(isinstance(command, AddRequest) for command in commands)
+            if arrived or now - self._last_stats >= STATS_INTERVAL_S:
                 self._last_stats = now
                 self.core.refresh_room_estimate()
                 replies.append(StatsUpdate(self.core.stats))

@@ -262,3 +262,21 @@ def test_a_core_that_fails_to_build_or_an_unknown_command_is_reported_as_core_fa
     run_core_guarded(lambda: core, inbox, outbox)
     failed = outbox.of(CoreFailed)
     assert len(failed) == 1 and "unknown engine command" in failed[0].message
+
+
+def test_a_report_follows_every_batch_that_brings_requests(make_core, add):
+    """The API's early refusal spends the last report's room one request at a time: a burst of
+    arrivals must not be judged on a report that predates them all."""
+    core = make_core(num_blocks=256, max_num_seqs=4)
+    clock = core.clock
+    short = STATS_INTERVAL_S / 8
+
+    def advance():
+        clock.advance(short)
+        return []
+
+    inbox, outbox = run_loop(core, [[], advance, [add("r1")], advance, [add("r2"), add("r3")], [], [Shutdown()]])
+    with_stats = [b.after_call for b in outbox.batches if b.stats and not isinstance(b.messages[0], CoreReady)]
+    assert with_stats == [1, 3, 5]  # the first iteration, then each batch with adds
+    reports = [stats for batch in outbox.batches for stats in batch.stats]
+    assert reports[-1].room.taken_at > reports[-2].room.taken_at  # taken after the requests were admitted
