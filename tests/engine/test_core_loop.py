@@ -280,3 +280,27 @@ def test_a_report_follows_every_batch_that_brings_requests(make_core, add):
     assert with_stats == [1, 3, 5]  # the first iteration, then each batch with adds
     reports = [stats for batch in outbox.batches for stats in batch.stats]
     assert reports[-1].room.taken_at > reports[-2].room.taken_at  # taken after the requests were admitted
+
+
+def test_reports_on_arrival_take_a_bounded_share_of_the_cores_time(make_core, add, monkeypatch):
+    """Each report projects every stream: arrivals every step must not make every step pay one
+    (with hundreds of streams on a GPU). A refresh taking `cost` waits cost / share after the last."""
+    from engine.core_loop import ARRIVAL_REPORT_SHARE
+
+    core = make_core(num_blocks=256, max_num_seqs=4)
+    clock, refresh = core.clock, core.refresh_room_estimate
+    cost = 0.004
+    monkeypatch.setattr(core, "refresh_room_estimate", lambda: (refresh(), clock.advance(cost)))
+    assert cost / ARRIVAL_REPORT_SHARE < STATS_INTERVAL_S
+
+    def later(*requests):
+        def entry():
+            clock.advance(cost / ARRIVAL_REPORT_SHARE)
+            return list(requests)
+        return entry
+
+    script = [[], later(add("r1")), [add("r2")], later(add("r3")), [Shutdown()]]
+    inbox, outbox = run_loop(core, script)
+    with_stats = [b.after_call for b in outbox.batches if b.stats and not isinstance(b.messages[0], CoreReady)]
+    # r2 came one step after r1's report, far sooner than cost / share: no report of its own.
+    assert with_stats == [1, 2, 4]
