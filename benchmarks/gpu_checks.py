@@ -165,10 +165,11 @@ def check_qwen3_codec_step_graphs(codec, device: torch.device) -> dict[str, floa
     """The 12 Hz codec's incremental steps (`tiny_qwen3`'s codec) from step graphs captured on CUDA
     (engine/audio/state_graphs.py; run directly over the same buffers elsewhere) against the
     decoder's own step, audio and states: three streams of different histories, padded to 4, fed
-    1, 4, 2 and 1 frames. Against the same 4 padded rows stepped eagerly, max |error| (the same
-    kernels: a capture or buffer bug shows, nothing else); against the 3 rows alone, the error
-    relative to the largest value (another batch may take other convolution algorithms, TF32 on
-    a GPU: a bound that catches wrong slots or stale inputs, not rounding)."""
+    1, 4, 2 and 1 frames; errors relative to the largest value. Against the same 4 padded rows
+    stepped eagerly (the same kernels: zero unless a capture or buffer is wrong; 1e-4 leaves
+    room for a kernel that sums in another order), and against the 3 rows alone (another batch
+    may take other convolution algorithms, TF32 on a GPU: 1 %, which wrong slots or stale inputs
+    exceed by far)."""
     from engine.audio.state_graphs import GraphedSlottedDecoder
 
     plain = codec.incremental
@@ -190,10 +191,10 @@ def check_qwen3_codec_step_graphs(codec, device: torch.device) -> dict[str, floa
         pairs = [(audio, padded_audio[:3], want_audio),
                  *((got, padded[:3], want) for got, padded, want in zip(new_states, padded_states, want_states))]
         for got, padded, want in pairs:
-            padded_error = max(padded_error, (got - padded).abs().max().item())
-            relative_error = max(relative_error, ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item())
+            padded_error = max(padded_error, _max_relative(got, padded))
+            relative_error = max(relative_error, _max_relative(got, want))
         states, before = [state.clone() for state in want_states], before + n
-    return {"qwen3_codec_step_graph_max_abs_error": _checked(padded_error, 1e-5, "the 12 Hz codec's step graphs"),
+    return {"qwen3_codec_step_graph_padded_relative_error": _checked(padded_error, 1e-4, "the 12 Hz codec's step graphs"),
             "qwen3_codec_step_graph_unpadded_relative_error": _checked(
                 relative_error, 1e-2, "the 12 Hz codec's step graphs against unpadded steps")}
 
@@ -240,8 +241,8 @@ def check_qwen3_engine(device: torch.device, attention: str, streams: int = 8, f
 
     fast = served(GpuConfig())
     plain = served(GpuConfig(cuda_graphs=False, sample_in_graph=False, overlap_codec=False, codec_graphs=False))
-    errors = sorted(((fast[rid] - plain[rid]).abs().max() / plain[rid].abs().max().clamp_min(1e-6)).item()
-                    if fast[rid].shape == plain[rid].shape else float("inf") for rid in plain)
+    errors = sorted(_max_relative(fast[rid], plain[rid]) if rid in fast and fast[rid].shape == plain[rid].shape
+                    else float("inf") for rid in plain)
     return {"qwen3_engine_graphs_relative_error_second_worst": _checked(
                 errors[-2], 1e-2, "Qwen3-TTS through the engine's GPU paths against its eager paths"),
             "qwen3_engine_graphs_streams_within_1pct": sum(e <= 1e-2 for e in errors)}
@@ -279,6 +280,11 @@ def _replayed(run: Callable[[], torch.Tensor], device: torch.device) -> Callable
 
 def _relative(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return ((actual - expected).norm() / expected.norm()).item()
+
+
+def _max_relative(got: torch.Tensor, want: torch.Tensor) -> float:
+    """max |got - want| relative to the largest |want| (`_relative` is the norms' ratio)."""
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
 
 
 def _checked(value: float, bound: float, what: str) -> float:

@@ -28,7 +28,7 @@ def test_tiny_run_goes_through_every_phase(tmp_path):
     assert report["correctness"]["codec_graph_max_abs_error"] < 1e-4
     assert report["correctness"]["qwen3_graph_emit_mismatches"] == 0
     assert report["correctness"]["qwen3_graph_emit_steps"] >= 1
-    assert report["correctness"]["qwen3_codec_step_graph_max_abs_error"] <= 1e-5
+    assert report["correctness"]["qwen3_codec_step_graph_padded_relative_error"] <= 1e-4
     assert report["correctness"]["qwen3_codec_step_graph_unpadded_relative_error"] <= 1e-2
     assert report["correctness"]["qwen3_engine_graphs_streams_within_1pct"] == 8
     assert list(report["phases"])[0] == "qwen3_checks_s"  # before the checkpoint: the untried paths first
