@@ -77,6 +77,11 @@ class Outbox:
         return [m for m in self.of(AudioChunk) if m.request_id == request_id]
 
 
+def reported_after(outbox: Outbox) -> list[int]:
+    """After which receive calls a stats report went out (CoreReady's aside)."""
+    return [b.after_call for b in outbox.batches if b.stats and not isinstance(b.messages[0], CoreReady)]
+
+
 def run_loop(core, script: list) -> tuple[Inbox, Outbox]:
     inbox = Inbox(core, list(script))
     outbox = Outbox(core, inbox)
@@ -184,7 +189,7 @@ def test_stats_go_out_every_stats_interval_of_the_cores_clock(make_core):
     short = STATS_INTERVAL_S / 4  # binary fractions: the sums below are exact
     script = [[], [], advance(STATS_INTERVAL_S - short), advance(short), [], advance(3 * STATS_INTERVAL_S), []]
     inbox, outbox = run_loop(core, script)
-    with_stats = [b.after_call for b in outbox.batches if b.stats and not isinstance(b.messages[0], CoreReady)]
+    with_stats = reported_after(outbox)
     # The first iteration reports at once; then only once the clock has moved a whole interval
     # (not a quarter of one before; a jump of three intervals is one report, not three).
     assert with_stats == [1, 4, 6]
@@ -276,7 +281,7 @@ def test_a_report_follows_every_batch_that_brings_requests(make_core, add):
         return []
 
     inbox, outbox = run_loop(core, [[], advance, [add("r1")], advance, [add("r2"), add("r3")], [], [Shutdown()]])
-    with_stats = [b.after_call for b in outbox.batches if b.stats and not isinstance(b.messages[0], CoreReady)]
+    with_stats = reported_after(outbox)
     assert with_stats == [1, 3, 5]  # the first iteration, then each batch with adds
     reports = [stats for batch in outbox.batches for stats in batch.stats]
     assert reports[-1].room.taken_at > reports[-2].room.taken_at  # taken after the requests were admitted
@@ -301,6 +306,6 @@ def test_reports_on_arrival_take_a_bounded_share_of_the_cores_time(make_core, ad
 
     script = [[], later(add("r1")), [add("r2")], later(add("r3")), [Shutdown()]]
     inbox, outbox = run_loop(core, script)
-    with_stats = [b.after_call for b in outbox.batches if b.stats and not isinstance(b.messages[0], CoreReady)]
+    with_stats = reported_after(outbox)
     # r2 came one step after r1's report, far sooner than cost / share: no report of its own.
     assert with_stats == [1, 2, 4]

@@ -109,15 +109,13 @@ def cluster_state() -> str:
 def children_of(parent: int) -> list[str]:
     """`pid: command line` of each live child of `parent`."""
     children = []
-    for stat_path in glob.glob("/proc/[0-9]*/stat"):
+    for pid in (int(entry) for entry in os.listdir("/proc") if entry.isdigit()):
         try:
-            fields = open(stat_path).read().rsplit(")", 1)[1].split()
-            if int(fields[1]) != parent:
+            if parent_pid(pid) != parent:
                 continue
-            pid = stat_path.split("/")[2]
             command = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
             children.append(f"{pid}: {command.strip()[:120]}")
-        except (OSError, ValueError):
+        except OSError:
             continue  # gone while we looked
     return sorted(children)
 
