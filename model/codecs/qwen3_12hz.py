@@ -71,6 +71,7 @@ class Qwen3Codec12Hz(FrameCodec):
         super().check_frames(frames, leading_dims)
         if frames.is_floating_point() or frames.is_complex() or frames.dtype == torch.bool:
             raise ValueError(f"codes must be integers, got {frames.dtype}")
-        if frames.numel() and (int(frames.min()) < 0 or int(frames.max()) >= self.config.codebook_size):
-            raise ValueError(f"codes must lie in [0, {self.config.codebook_size}), got "
-                             f"[{int(frames.min())}, {int(frames.max())}]")
+        if frames.numel():
+            low, high = (int(bound) for bound in torch.aminmax(frames))  # one pass: every frame is checked
+            if low < 0 or high >= self.config.codebook_size:
+                raise ValueError(f"codes must lie in [0, {self.config.codebook_size}), got [{low}, {high}]")

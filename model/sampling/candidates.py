@@ -90,6 +90,11 @@ class CandidateWarper:
             uniform.uniform_()
         for row, state in seeded:
             own = top_k_kept(state.params.top_k, vocab_size)
+            if own == self.candidates:
+                # The row's whole (contiguous) block, filled in place: the numbers torch.rand would
+                # draw, without a temporary and two copies (a frame's start is per seeded row).
+                uniform[row].uniform_(generator=state.generator)
+                continue
             uniform[row, :, :own] = torch.rand(steps, own, generator=state.generator, device=device)
             uniform[row, :, own:] = 0.5
         # Drawn in descending candidate order, used ascending.
@@ -130,4 +135,6 @@ def warped_candidates(logits: Tensor, candidates: int, temperature: Tensor, top_
 def gumbel_pick(ids: Tensor, scores: Tensor, gumbel: Tensor, last_column: Tensor) -> Tensor:
     """The id [B] of each row's highest score + noise (writes into `scores`)."""
     position = scores.add_(gumbel).argmax(dim=-1)
-    return ids.view(-1)[last_column - position]  # ascending column j is descending K - 1 - j
+    # Ascending column j is descending K - 1 - j; `take` reads the flat ids (half the time of
+    # advanced indexing, per sub-step).
+    return ids.take(last_column - position)

@@ -67,12 +67,36 @@ class SamplingState:
         self._num_ids += 1
 
 
+class _Warpers:
+    """What the warpers need of one list of states over one vocabulary, made once for as long as
+    the same states come in the same order. Invariant: derived from the states' params alone
+    (which a request keeps for its life), never from logits or history."""
+
+    def __init__(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> None:
+        self.states, self.vocab_size, self.device = tuple(states), vocab_size, device
+        greedy = [state.params.greedy for state in states]
+        self.all_greedy, self.any_greedy = all(greedy), any(greedy)
+        self.greedy_rows = torch.tensor(greedy, device=device) if self.any_greedy else None
+        self.temperature, self.top_p_cutoff, self.top_k = warper_columns(states, vocab_size, device)
+        self.use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
+        self.use_top_p = any(state.params.top_p < 1.0 for state in states)
+
+    def fits(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> bool:
+        # Holding the states keeps their ids from being reused by new objects.
+        return (vocab_size == self.vocab_size and device == self.device and len(states) == len(self.states)
+                and all(a is b for a, b in zip(states, self.states)))
+
+
 class Sampler:
     """Turns one step's logits into one token per row; each row follows only its own state.
 
     The caller's logits are never written to. A seeded row draws all of its randomness from its
-    own generator, so its tokens are the same whatever else is in the batch.
+    own generator, so its tokens are the same whatever else is in the batch. What the warpers need
+    of the states is kept while the same states come (a decode batch is usually the last one).
     """
+
+    def __init__(self) -> None:
+        self._warpers: _Warpers | None = None
 
     def __call__(
         self,
@@ -95,17 +119,19 @@ class Sampler:
         picked = self._pick(scores, states)
         return picked if candidates is None else candidates.gather(1, picked[:, None])[:, 0]
 
-    @staticmethod
-    def _pick(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
-        greedy = [state.params.greedy for state in states]
-        if all(greedy):
+    def _pick(self, scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
+        warpers = self._warpers
+        if warpers is None or not warpers.fits(states, scores.shape[-1], scores.device):
+            warpers = self._warpers = _Warpers(states, scores.shape[-1], scores.device)
+        if warpers.all_greedy:
             return scores.argmax(dim=-1)
-        greedy_tokens = scores.argmax(dim=-1) if any(greedy) else None
-        probs = apply_warpers(scores, states).softmax(dim=-1)
+        greedy_tokens = scores.argmax(dim=-1) if warpers.any_greedy else None
+        probs = warp(scores, warpers.temperature, warpers.top_p_cutoff, warpers.top_k,
+                     warpers.use_top_k, warpers.use_top_p).softmax(dim=-1)
         sampled = _exponential_race(probs, states)
         if greedy_tokens is None:
             return sampled
-        return torch.where(torch.tensor(greedy, device=scores.device), greedy_tokens, sampled)
+        return torch.where(warpers.greedy_rows, greedy_tokens, sampled)
 
 
 def apply_penalties(
@@ -114,23 +140,28 @@ def apply_penalties(
     """Returns a float32 copy of ``logits`` with repetition penalties and min_tokens masks applied."""
     scores = logits.to(dtype=torch.float32, copy=True)
     device = scores.device
-    penalized = [row for row, state in enumerate(states) if state.needs_penalty]
+    penalized = [state for state in states if state.needs_penalty]
     if penalized:
-        ids = [states[row].penalized_token_ids for row in penalized]
+        # Every (row, id) pair as one index into the flat scores: a read and a write of those
+        # entries (two-dimensional advanced indexing costs several times more on a step's batch).
+        rows = [row for row, state in enumerate(states) if state.needs_penalty]
+        ids = [state.penalized_token_ids for state in penalized]
         counts = torch.tensor([len(row_ids) for row_ids in ids])
-        rows = torch.repeat_interleave(torch.tensor(penalized), counts)
-        rows, cols = torch.stack((rows, torch.cat(ids))).to(device)
-        row_penalty = torch.tensor(
-            [state.params.repetition_penalty for state in states], dtype=torch.float32, device=device
-        )
-        penalty = row_penalty[rows]
-        picked = scores[rows, cols]
-        scores[rows, cols] = torch.where(picked < 0, picked * penalty, picked / penalty)
+        offsets = torch.tensor(rows) * scores.shape[-1]
+        flat = torch.cat(ids).add_(torch.repeat_interleave(offsets, counts)).to(device)
+        penalty = torch.repeat_interleave(
+            torch.tensor([state.params.repetition_penalty for state in penalized], dtype=torch.float32), counts
+        ).to(device)
+        flat_scores = scores.view(-1)
+        picked = flat_scores.index_select(0, flat)
+        flat_scores.index_copy_(0, flat, torch.where(picked < 0, picked * penalty, picked / penalty))
     blocked = [row for row, state in enumerate(states) if state.num_generated < state.params.min_tokens]
     if blocked and len(stop_token_ids) > 0:
-        block_rows = torch.tensor(blocked, device=device)[:, None]
-        block_cols = torch.tensor(list(stop_token_ids), device=device)[None, :]
-        scores[block_rows, block_cols] = float("-inf")
+        stops = torch.tensor(list(stop_token_ids), device=device)
+        if len(blocked) == len(states):
+            scores.index_fill_(1, stops, float("-inf"))
+        else:
+            scores[torch.tensor(blocked, device=device)[:, None], stops[None, :]] = float("-inf")
     return scores
 
 

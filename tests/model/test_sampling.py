@@ -218,6 +218,32 @@ def test_min_tokens_blocks_stop_ids_until_enough_outputs():
     assert not torch.isin(tokens, torch.tensor(stop_ids)).any()
 
 
+def test_min_tokens_blocks_stop_ids_only_in_the_rows_below_their_minimum():
+    stop_ids = (3, 5)
+    logits = torch.zeros(4, 8)
+    logits[:, 3] = 10.0
+    logits[:, 5] = 9.0
+    states = states_for(*[SamplingParams(temperature=0.0, min_tokens=minimum) for minimum in (2, 0, 1, 0)])
+    scores = apply_penalties(logits, states, stop_ids)
+    for row, blocked in enumerate((True, False, True, False)):
+        assert bool(torch.isinf(scores[row, list(stop_ids)]).all()) == blocked
+        assert torch.equal(scores[row, [0, 1, 2, 4, 6, 7]], logits[row, [0, 1, 2, 4, 6, 7]])
+    assert Sampler()(logits, states, stop_ids).tolist() == [0, 3, 0, 3]
+
+
+def test_a_sampler_rebuilds_its_warpers_for_new_states():
+    """A Sampler keeps what the warpers need while the same states come: other states of the same
+    number must get their own params (top_k=1 first, then none at a high temperature)."""
+    torch.manual_seed(9)
+    logits = torch.zeros(64, 10)
+    logits[:, 0] = 0.5
+    sampler = Sampler()
+    assert sampler(logits, states_for(*[SamplingParams(top_k=1)] * 64)).tolist() == [0] * 64
+    assert sampler(logits, states_for(*[SamplingParams(top_k=1)] * 64)).tolist() == [0] * 64
+    spread = sampler(logits, states_for(*[SamplingParams(temperature=5.0)] * 64))
+    assert len(set(spread.tolist())) > 3
+
+
 def test_callers_logits_are_left_untouched():
     torch.manual_seed(8)
     logits = torch.randn(3, 20)

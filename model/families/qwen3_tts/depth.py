@@ -97,12 +97,13 @@ class CodePredictor(nn.Module):
         # feeds the code just drawn. The sub-talker's states need no history (no penalty, no
         # minimum length), so nothing is appended to them.
         inputs = torch.stack((hidden, first_code_embeds), dim=1).reshape(2 * rows, -1)
+        tables = self.code_embeddings.unbind(0)  # views: code k + 1's table without a select per sub-step
         codes: list[Tensor] = []
         for index, (meta, positions) in enumerate(plan):
             code = draw(self._forward(inputs, positions, meta, index), index)
             codes.append(code)
             if index + 1 < self.num_codes:
-                inputs = self.code_embeddings[index][code]
+                inputs = tables[index].index_select(0, code)
         return torch.stack(codes, dim=1)
 
     def embed_codes(self, codes: Tensor) -> Tensor:

@@ -110,22 +110,32 @@ class Qwen3Family(SpeechFamily):
     def _inputs(self, text_ids: list[int], single: list[int], frames: list[Tensor], frame_rows: list[int],
                 vectors: list[Tensor], vector_rows: list[int]) -> Tensor:
         device, dtype = self._device, self.backbone.dtype
-        out = torch.zeros(len(text_ids), self.backbone.hidden_size, dtype=dtype, device=device)
+        rows = len(text_ids)
         text = torch.tensor(text_ids, device=device)
-        has_text = (text != NO_TEXT).nonzero()[:, 0]
-        if len(has_text):
-            out.index_add_(0, has_text, self.text(text[has_text]).to(dtype))
-        codes = torch.tensor(single, device=device)
-        has_code = (codes >= 0).nonzero()[:, 0]
-        if len(has_code):
+        # NOTE: a decode step's rows all read text and a frame: the sums then start from the text
+        # track and add the frames in place (what adding into zeros at every row computes, in
+        # fewer calls than the index adds a prompt's mixed rows need).
+        if NO_TEXT not in text_ids:
+            out = self.text(text).to(dtype)
+        else:
+            out = torch.zeros(rows, self.backbone.hidden_size, dtype=dtype, device=device)
+            has_text = (text != NO_TEXT).nonzero()[:, 0]
+            if len(has_text):
+                out.index_add_(0, has_text, self.text(text[has_text]).to(dtype))
+        if max(single, default=-1) >= 0:
+            codes = torch.tensor(single, device=device)
+            has_code = (codes >= 0).nonzero()[:, 0]
             out.index_add_(0, has_code, self.backbone.embed_tokens(codes[has_code]))
         if frames:
             stacked = torch.stack(frames).to(device)
             # The frame's input is the sum of its codes' embeddings: code 0 from the talker's table,
             # the rest from the predictor's.
             embedded = torch.cat((self.backbone.embed_tokens(stacked[:, :1]), self.predictor.embed_codes(stacked[:, 1:])),
-                                 dim=1).sum(dim=1)
-            out.index_add_(0, torch.tensor(frame_rows, device=device), embedded.to(dtype))
+                                 dim=1).sum(dim=1).to(dtype)
+            if len(frame_rows) == rows:  # every row (rows are in order)
+                out.add_(embedded)
+            else:
+                out.index_add_(0, torch.tensor(frame_rows, device=device), embedded)
         if vectors:
             out.index_add_(0, torch.tensor(vector_rows, device=device), torch.stack(vectors).to(device, dtype))
         return out

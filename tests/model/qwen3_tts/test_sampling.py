@@ -78,6 +78,7 @@ class RecordingSampler(Sampler):
     -inf outside the call's candidates (what a draw may land on, over the whole vocabulary)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[torch.Tensor, list[SamplingState], tuple[int, ...]]] = []
 
     def __call__(self, logits, states, stop_token_ids=(), candidates=None):
