@@ -204,7 +204,8 @@ class StreamingDecoder:
         if stream.finished:
             raise ValueError(f"stream {stream_id!r} is finished; no more frames may come")
         self.codec.check_frames(frames, leading_dims=1)
-        frames = frames.detach().to(self.codec.frame_dtype)
+        if frames.requires_grad or frames.dtype != self.codec.frame_dtype:  # as they come, usually
+            frames = frames.detach().to(self.codec.frame_dtype)
         stream.frames = frames if stream.frames is None else torch.cat([stream.frames, frames])
         stream.received += frames.shape[0]
         stream.draining = False

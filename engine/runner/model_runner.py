@@ -84,7 +84,7 @@ class ModelRunner:
             block_size=self.block_size,
             device=self.device,
         )
-        positions = torch.cat([torch.arange(c.start, c.end) for c in chunks]).to(self.device)
+        positions = token_positions(chunks).to(self.device)
         embeds = self.family.embed(spans)
         ends = itertools.accumulate(c.num_new_tokens for c in chunks)
         last_rows = [end - 1 for end, c in zip(ends, chunks) if c.produces_output]
@@ -122,6 +122,14 @@ class ModelRunner:
             forward_seconds=forward_seconds,
             emit_seconds=self.clock() - emit_started,
         )
+
+
+def token_positions(chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
+    """Every new token's position, chunk after chunk (int64, on the host)."""
+    if all(c.end - c.start == 1 for c in chunks):
+        # A decode step: one list, one tensor (a range and a concatenation per row cost more).
+        return torch.tensor([c.start for c in chunks])
+    return torch.cat([torch.arange(c.start, c.end) for c in chunks])
 
 
 def build_model_runner(family: SpeechFamily, config: EngineConfig, device: torch.device,
