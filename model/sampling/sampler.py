@@ -138,7 +138,8 @@ def apply_penalties(
     logits: Tensor, states: Sequence[SamplingState], stop_token_ids: Sequence[int] = ()
 ) -> Tensor:
     """Returns a float32 copy of ``logits`` with repetition penalties and min_tokens masks applied."""
-    scores = logits.to(dtype=torch.float32, copy=True)
+    # Contiguous whatever the logits' strides: the penalties index it flat.
+    scores = logits.to(dtype=torch.float32, memory_format=torch.contiguous_format, copy=True)
     device = scores.device
     penalized = [state for state in states if state.needs_penalty]
     if penalized:

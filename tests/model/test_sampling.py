@@ -70,6 +70,16 @@ def test_repetition_penalty_matches_transformers():
     assert not torch.equal(ours[0], logits[0]), "the penalty must change the penalised row"
 
 
+def test_penalties_apply_to_logits_of_any_layout():
+    torch.manual_seed(2)
+    logits = torch.randn(20, 3) * 3
+    state = SamplingState(SamplingParams(repetition_penalty=1.3), [1, 4, 17])
+    states = [state, SamplingState(SamplingParams()), state]
+    transposed = logits.t()  # [3, 20], dense but not contiguous
+    assert torch.equal(apply_penalties(transposed, states), apply_penalties(transposed.contiguous(), states))
+    assert not torch.equal(apply_penalties(transposed, states)[0], transposed[0])
+
+
 def test_penalty_history_keeps_each_id_once_and_grows():
     state = SamplingState(SamplingParams(repetition_penalty=1.1), [4, 4, 2])
     for token in list(range(40)) + [3, 3, 39]:
