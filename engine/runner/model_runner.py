@@ -128,7 +128,7 @@ def token_positions(chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
     """Every new token's position, chunk after chunk (int64, on the host)."""
     if all(c.end - c.start == 1 for c in chunks):
         # A decode step: one list, one tensor (a range and a concatenation per row cost more).
-        return torch.tensor([c.start for c in chunks])
+        return torch.tensor([c.start for c in chunks], dtype=torch.long)
     return torch.cat([torch.arange(c.start, c.end) for c in chunks])
 
 

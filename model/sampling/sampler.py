@@ -148,8 +148,13 @@ def apply_penalties(
         rows = [row for row, state in enumerate(states) if state.needs_penalty]
         ids = [state.penalized_token_ids for state in penalized]
         counts = torch.tensor([len(row_ids) for row_ids in ids])
-        offsets = torch.tensor(rows) * scores.shape[-1]
-        flat = torch.cat(ids).add_(torch.repeat_interleave(offsets, counts)).to(device)
+        vocab_size = scores.shape[-1]
+        flat = torch.cat(ids)
+        # A flat index past its row would land in the next one: refuse what 2-D indexing refused.
+        low, high = (int(bound) for bound in torch.aminmax(flat))
+        if low < 0 or high >= vocab_size:
+            raise IndexError(f"penalised token ids must lie in [0, {vocab_size}), got [{low}, {high}]")
+        flat = flat.add_(torch.repeat_interleave(torch.tensor(rows) * vocab_size, counts)).to(device)
         penalty = torch.repeat_interleave(
             torch.tensor([state.params.repetition_penalty for state in penalized], dtype=torch.float32), counts
         ).to(device)

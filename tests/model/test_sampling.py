@@ -80,6 +80,13 @@ def test_penalties_apply_to_logits_of_any_layout():
     assert not torch.equal(apply_penalties(transposed, states)[0], transposed[0])
 
 
+def test_a_penalised_id_outside_the_vocabulary_is_refused_not_applied_to_another_row():
+    logits = torch.zeros(2, 10)
+    stray = SamplingState(SamplingParams(repetition_penalty=1.3), [12])  # row 1's token 2 if taken flat
+    with pytest.raises(IndexError, match=r"\[0, 10\)"):
+        apply_penalties(logits, [stray, SamplingState(SamplingParams())])
+
+
 def test_penalty_history_keeps_each_id_once_and_grows():
     state = SamplingState(SamplingParams(repetition_penalty=1.1), [4, 4, 2])
     for token in list(range(40)) + [3, 3, 39]:

@@ -111,7 +111,7 @@ class Qwen3Family(SpeechFamily):
                 vectors: list[Tensor], vector_rows: list[int]) -> Tensor:
         device, dtype = self._device, self.backbone.dtype
         rows = len(text_ids)
-        text = torch.tensor(text_ids, device=device)
+        text = torch.tensor(text_ids, dtype=torch.long, device=device)
         # NOTE: a decode step's rows all read text and a frame: the sums then start from the text
         # track and add the frames in place (what adding into zeros at every row computes, in
         # fewer calls than the index adds a prompt's mixed rows need).

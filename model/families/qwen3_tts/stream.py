@@ -42,7 +42,6 @@ class Qwen3Stream(StreamState):
         self.sampling = SamplingState(params, (), device=device)
         self.depth_sampling = SamplingState(sub_talker_params(params, defaults), (), device=device)
         self.frames = torch.empty(16, num_code_groups, dtype=torch.long)
-        self._frame_rows = self.frames.numpy()  # the same memory: a list of ints is written in one call
         self.tts_pad = tts_pad
         # The text read at decode positions: the prompt's, then (live text) each piece extended.
         self.trailing = list(prompt.trailing_ids)
@@ -89,9 +88,9 @@ class Qwen3Stream(StreamState):
         if self.num_frames == self.frames.shape[0]:
             grown = torch.empty(2 * self.num_frames, self.frames.shape[1], dtype=torch.long)
             grown[: self.num_frames] = self.frames
-            self.frames, self._frame_rows = grown, grown.numpy()
-        # NOTE: through NumPy, a list of ints lands in the row without a temporary tensor (2 against
-        # 8 us: the engine accepts one frame per stream per step).
-        self._frame_rows[self.num_frames] = codes
+            self.frames = grown
+        # NOTE: through a NumPy view of the same memory, a list of ints lands in the row without a
+        # temporary tensor (2 against 8 us: the engine accepts one frame per stream per step).
+        self.frames.numpy()[self.num_frames] = codes
         self.num_frames += 1
         return self.frames[self.num_frames - 1 : self.num_frames]
