@@ -81,6 +81,10 @@ class _Warpers:
         self.use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
         self.use_top_p = any(state.params.top_p < 1.0 for state in states)
 
+    def apply(self, scores: Tensor) -> Tensor:
+        """New scores: temperature, then top-k and top-p (-inf where filtered out)."""
+        return warp(scores, self.temperature, self.top_p_cutoff, self.top_k, self.use_top_k, self.use_top_p)
+
     def fits(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> bool:
         # Holding the states keeps their ids from being reused by new objects.
         return (vocab_size == self.vocab_size and device == self.device and len(states) == len(self.states)
@@ -126,8 +130,7 @@ class Sampler:
         if warpers.all_greedy:
             return scores.argmax(dim=-1)
         greedy_tokens = scores.argmax(dim=-1) if warpers.any_greedy else None
-        probs = warp(scores, warpers.temperature, warpers.top_p_cutoff, warpers.top_k,
-                     warpers.use_top_k, warpers.use_top_p).softmax(dim=-1)
+        probs = warpers.apply(scores).softmax(dim=-1)
         sampled = _exponential_race(probs, states)
         if greedy_tokens is None:
             return sampled
@@ -176,13 +179,7 @@ def apply_warpers(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
 
     Greedy rows are left at temperature 1; their token is chosen before warping.
     """
-    temperature, top_p_cutoff, top_k = warper_columns(states, scores.shape[-1], scores.device)
-    vocab_size = scores.shape[-1]
-    return warp(
-        scores, temperature, top_p_cutoff, top_k,
-        use_top_k=any(0 < state.params.top_k < vocab_size for state in states),
-        use_top_p=any(state.params.top_p < 1.0 for state in states),
-    )
+    return _Warpers(states, scores.shape[-1], scores.device).apply(scores)
 
 
 def top_k_kept(top_k: int, vocab_size: int) -> int:
