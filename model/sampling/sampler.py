@@ -67,6 +67,13 @@ class SamplingState:
         self._num_ids += 1
 
 
+def same_states(states: Sequence[SamplingState], kept: Sequence[SamplingState]) -> bool:
+    """The same state objects, in the same order: a state lives as long as its request and its
+    params never change, so what was made of `kept`'s params holds for `states` (whoever keeps
+    `kept` holds them, so their ids are not reused by new objects)."""
+    return len(states) == len(kept) and all(a is b for a, b in zip(states, kept))
+
+
 class _Warpers:
     """What the warpers need of one list of states over one vocabulary, made once for as long as
     the same states come in the same order. Invariant: derived from the states' params alone
@@ -77,18 +84,18 @@ class _Warpers:
         greedy = [state.params.greedy for state in states]
         self.all_greedy, self.any_greedy = all(greedy), any(greedy)
         self.greedy_rows = torch.tensor(greedy, device=device) if self.any_greedy else None
-        self.temperature, self.top_p_cutoff, self.top_k = warper_columns(states, vocab_size, device)
         self.use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
         self.use_top_p = any(state.params.top_p < 1.0 for state in states)
+        self._columns: tuple[Tensor, Tensor, Tensor] | None = None  # made at the first `apply`
 
     def apply(self, scores: Tensor) -> Tensor:
         """New scores: temperature, then top-k and top-p (-inf where filtered out)."""
-        return warp(scores, self.temperature, self.top_p_cutoff, self.top_k, self.use_top_k, self.use_top_p)
+        if self._columns is None:  # a batch of greedy rows never warps: nothing to make for it
+            self._columns = warper_columns(self.states, self.vocab_size, self.device)
+        return warp(scores, *self._columns, self.use_top_k, self.use_top_p)
 
     def fits(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> bool:
-        # Holding the states keeps their ids from being reused by new objects.
-        return (vocab_size == self.vocab_size and device == self.device and len(states) == len(self.states)
-                and all(a is b for a, b in zip(states, self.states)))
+        return vocab_size == self.vocab_size and device == self.device and same_states(states, self.states)
 
 
 class Sampler:
@@ -144,11 +151,11 @@ def apply_penalties(
     # Contiguous whatever the logits' strides: the penalties index it flat.
     scores = logits.to(dtype=torch.float32, memory_format=torch.contiguous_format, copy=True)
     device = scores.device
-    penalized = [state for state in states if state.needs_penalty]
-    if penalized:
+    rows = [row for row, state in enumerate(states) if state.needs_penalty]
+    if rows:
         # Every (row, id) pair as one index into the flat scores: a read and a write of those
         # entries (two-dimensional advanced indexing costs several times more on a step's batch).
-        rows = [row for row, state in enumerate(states) if state.needs_penalty]
+        penalized = [states[row] for row in rows]
         ids = [state.penalized_token_ids for state in penalized]
         counts = torch.tensor([len(row_ids) for row_ids in ids])
         vocab_size = scores.shape[-1]

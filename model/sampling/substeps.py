@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.candidates import CandidateWarper
-from model.sampling.sampler import SamplingState
+from model.sampling.sampler import SamplingState, same_states
 
 
 class SubStepSampler:
@@ -37,11 +37,8 @@ class SubStepSampler:
             self._gumbel = self._warper.gumbel(states, steps, vocab_size)
 
     def _same_states(self, states: Sequence[SamplingState], vocab_size: int) -> bool:
-        """The same state objects as the last frame, in the same order, over the same vocabulary
-        (a stream's state lives as long as its request, so its params, and what `_prepare` made of
-        them, are unchanged; holding the states keeps their ids from being reused)."""
-        return (vocab_size == self._vocab_size and len(states) == len(self._states)
-                and all(a is b for a, b in zip(states, self._states)))
+        """The last frame's states over the same vocabulary: what `_prepare` made of them holds."""
+        return vocab_size == self._vocab_size and same_states(states, self._states)
 
     def _prepare(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> None:
         """What a frame needs of the states alone: greedy rows and the candidates' warpers."""
