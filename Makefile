@@ -31,8 +31,9 @@ install-dev: $(VENV)/.installed-dev
 serve: install
 	$(BIN)/chorus serve --host $(HOST) --port $(PORT) --model $(MODEL)
 
+# The slowest tests are listed at the end: the suite must stay under about 15 minutes on 2 cores.
 test: install-dev
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 # The inner loop while working (about a minute): every test but the `slow` tier, which starts no
 # server and no subprocess. The tier follows from where a test lives (tests/conftest.py): under a
