@@ -1,5 +1,5 @@
-"""Capturing CUDA graphs: one (the decode graphs' way), or a grid of shapes in one memory pool (the
-codec's window and step graphs)."""
+"""Capturing CUDA graphs: a grid of shapes in one memory pool (the decode step's batch sizes, the
+codec's window and step graphs), each graph warmed up once before it records."""
 from __future__ import annotations
 
 import logging

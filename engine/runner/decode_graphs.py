@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from engine.config import EngineConfig
-from engine.graph_capture import capture_graph
+from engine.graph_capture import capture_grid
 from model.attention.metadata import AttentionMetadata
 from model.backbone import Backbone
 from model.families.base import GraphEmitter, SpeechFamily, StreamState
@@ -66,14 +66,12 @@ class DecodeGraphs:
     def capture(self) -> None:
         if self.eager_replay:
             return
-        pool = None
-        # NOTE: largest first, so the smaller graphs reuse the memory the largest one reserved in the pool.
-        for size in reversed(self.batch_sizes):
-            meta = self._metadata(size)
-            # The warm-up run compiles the Triton kernels and grows the rotary table to max_model_len.
-            self._graphs[size], self._outputs[size] = capture_graph(lambda: self._forward(size, meta), pool)
-            pool = self._graphs[size].pool()
-        torch.cuda.synchronize()
+        # Made before capturing: a graph holds the buffers' views, never anything built while it records.
+        metadata = {size: self._metadata(size) for size in self.batch_sizes}
+        # capture_graph's warm-up run compiles the Triton kernels and grows the rotary table to max_model_len.
+        graphs, outputs = capture_grid([1], self.batch_sizes, lambda size, _: self._forward(size, metadata[size]))
+        self._graphs = {size: graph for (size, _), graph in graphs.items()}
+        self._outputs = {size: output for (size, _), output in outputs.items()}
 
     def can_run(self, meta: AttentionMetadata) -> bool:
         return (
