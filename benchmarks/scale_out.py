@@ -68,18 +68,18 @@ def engine_cores_under(root: int) -> list[int]:
     return sorted((int(pid) for pid in found if os.getsid(int(pid)) == session), key=_start_time)
 
 
-def _stat_fields(pid: int) -> list[str]:
+def stat_fields(pid: int) -> list[str]:
     """/proc/PID/stat's fields after the command name (which may hold spaces): state, ppid, ..."""
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()
 
 
 def _start_time(pid: int) -> int:
-    return int(_stat_fields(pid)[19])
+    return int(stat_fields(pid)[19])
 
 
 def parent_pid(pid: int) -> int:
-    return int(_stat_fields(pid)[1])
+    return int(stat_fields(pid)[1])
 
 
 def pin_replicas(server: ServerProcess, expected: int) -> list[dict]:

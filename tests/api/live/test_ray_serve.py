@@ -29,7 +29,7 @@ from api.app import create_app  # noqa: E402
 from api.ray_serve.deployment import ReplicaSpec, chorus_application  # noqa: E402
 from api.ray_serve.local import APP_NAME  # noqa: E402
 from api.ray_serve.replica_header import REPLICA_HEADER  # noqa: E402
-from benchmarks.scale_out import parent_pid  # noqa: E402
+from benchmarks.scale_out import parent_pid, stat_fields  # noqa: E402
 from model.tiny_random import ensure_tiny_random  # noqa: E402
 from tests.api.conftest import LiveServer  # noqa: E402
 
@@ -84,7 +84,7 @@ def cluster_state() -> str:
         lines.append(f"serve.status() failed: {exc!r}")
     for pid in sorted(engine_cores()):
         try:
-            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            stat = stat_fields(pid)
             lines.append(f"engine core {pid}: state {stat[0]}, parent {stat[1]}")
         except OSError:
             lines.append(f"engine core {pid}: gone")
