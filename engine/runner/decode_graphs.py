@@ -66,7 +66,7 @@ class DecodeGraphs:
     def capture(self) -> None:
         if self.eager_replay:
             return
-        # Made before capturing: a graph holds the buffers' views, never anything built while it records.
+        # Views of the persistent buffers, one per size, made before any graph records.
         metadata = {size: self._metadata(size) for size in self.batch_sizes}
         # capture_graph's warm-up run compiles the Triton kernels and grows the rotary table to max_model_len.
         graphs, outputs = capture_grid([1], self.batch_sizes, lambda size, _: self._forward(size, metadata[size]))

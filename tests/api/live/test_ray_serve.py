@@ -132,14 +132,14 @@ class Cluster:
 def cluster(chorus_cache):
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # before ray.init: its processes inherit it
     spec = ReplicaSpec(flags=FLAGS.format(model=ensure_tiny_random()), max_streams=16, num_cpus=1)
-    http_port = free_port()
     cores_before = engine_cores()
-    # Ray binds its own metrics port: one picked here and released could be taken before Ray's agent binds
-    # it (it once was, by another of Ray's own processes, and the node never started).
+    # Ray binds its own metrics port: one picked here and released could be taken before Ray's agent
+    # binds it (it once was, and the node never started).
     ray.init(num_cpus=4, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
              _system_config={"metrics_report_interval_ms": 1000})
     try:
         metrics_port = ray.nodes()[0]["MetricsExportPort"]
+        http_port = free_port()  # after Ray's start, which binds many ports of the same range
         serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         serve.run(chorus_application(spec, num_replicas=2), name=APP_NAME, route_prefix="/")
         yield Cluster(f"http://127.0.0.1:{http_port}", f"http://127.0.0.1:{metrics_port}/metrics", spec,
