@@ -70,6 +70,16 @@ class SlottedDecoder(IncrementalDecoder, Protocol):
     def step(self, frames: Tensor, frames_before: Tensor, states: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]: ...
 
 
+def check_code_range(frames: Tensor, codebook_size: int) -> None:
+    """Raises unless every code of `frames` lies in [0, codebook_size). An out-of-range index on a
+    GPU is a device-side assert that poisons the whole process, so a codec refuses bad codes here,
+    where they fail their own stream only."""
+    if frames.numel():
+        low, high = (int(bound) for bound in torch.aminmax(frames))  # one pass, one host sync
+        if low < 0 or high >= codebook_size:
+            raise ValueError(f"codes must lie in [0, {codebook_size}), got [{low}, {high}]")
+
+
 class FrameCodec(ABC):
     """Turns frames (the model's per-step audio units: codes, latent vectors, ...) into PCM.
     `decode(frames [B, n, *frame_shape])` returns float32 audio [B, n * samples_per_frame] in

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from model.codecs.base import FrameCodec, WindowHints
+from model.codecs.base import FrameCodec, WindowHints, check_code_range
 from model.codecs.qwen3_12hz_stream import Qwen3IncrementalDecoder, StreamedQwen3Decoder
 from model.codecs.qwen3_12hz_weights import Qwen3CodecDecoder, load_decoder
 
@@ -71,7 +71,4 @@ class Qwen3Codec12Hz(FrameCodec):
         super().check_frames(frames, leading_dims)
         if frames.is_floating_point() or frames.is_complex() or frames.dtype == torch.bool:
             raise ValueError(f"codes must be integers, got {frames.dtype}")
-        if frames.numel():
-            low, high = (int(bound) for bound in torch.aminmax(frames))  # one pass: every frame is checked
-            if low < 0 or high >= self.config.codebook_size:
-                raise ValueError(f"codes must lie in [0, {self.config.codebook_size}), got [{low}, {high}]")
+        check_code_range(frames, self.config.codebook_size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from model.codecs.base import FrameCodec
+from model.codecs.base import FrameCodec, check_code_range
 from model.codecs.snac import SnacDecoder
 
 # Position p of an Orpheus frame holds a code of SNAC level LEVEL_OF_POSITION[p].
@@ -39,10 +39,7 @@ class SnacFrameCodec(FrameCodec):
 
     def check_frames(self, frames: Tensor, leading_dims: int) -> None:
         super().check_frames(frames, leading_dims)
-        # NOTE: an out-of-range index on a GPU is a device-side assert that poisons the whole
-        # process, so bad codes are refused here, where they can fail their own stream only.
-        if frames.numel() and (frames.min() < 0 or frames.max() >= self.codebook_size):
-            raise ValueError(f"codes must lie in [0, {self.codebook_size})")
+        check_code_range(frames, self.codebook_size)
 
     def decode(self, frames: Tensor) -> Tensor:
         self.check_frames(frames, leading_dims=2)
