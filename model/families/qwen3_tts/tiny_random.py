@@ -15,6 +15,9 @@ Layout choices (ids mirror the real checkpoints' placement, shrunk):
 - text: 256 byte tokens + merges (300), then the special tokens, vocabulary padded to TEXT_VOCAB;
   `assistant` and `user` are single tokens, as the reference's prompt slicing assumes;
 - codec output: 8 kHz, 640 samples per 12.5 Hz frame (the real one: 24 kHz, 1,920).
+
+The same writer draws a checkpoint at any `Qwen3Shape`: release_shapes.py holds the released models'
+sizes, whose random checkpoints measure speed at real size where no download can be had.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import os
 import shutil
 import tempfile
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -33,35 +37,108 @@ from model.paths import cache_root
 
 VERSION = "v2"
 SEED = 3
-CUSTOM_VOICE, BASE = "tiny-random-qwen3", "tiny-random-qwen3-base"
-CODEBOOK, NUM_GROUPS = 64, 16
-TALKER_VOCAB = CODEBOOK + 1024
-CODEC_IDS = dict(codec_pad_id=CODEBOOK + 100, codec_bos_id=CODEBOOK + 101, codec_eos_token_id=CODEBOOK + 102,
-                 codec_think_id=CODEBOOK + 106, codec_nothink_id=CODEBOOK + 107,
-                 codec_think_bos_id=CODEBOOK + 108, codec_think_eos_id=CODEBOOK + 109)
-LANGUAGES = {"english": CODEBOOK + 2, "german": CODEBOOK + 5, "chinese": CODEBOOK + 7, "japanese": CODEBOOK + 10,
-             "sichuan_dialect": CODEBOOK + 14, "beijing_dialect": CODEBOOK + 26}
-SPEAKERS = {"vivian": 1017, "ryan": 1013, "uncle_fu": 962, "eric": 827, "dylan": 830}
-DIALECTS = {"eric": "sichuan_dialect", "dylan": "beijing_dialect"}
+NUM_GROUPS = 16
 TEXT_VOCAB = 320
 TEXT_IDS = dict(im_start_token_id=301, im_end_token_id=302, tts_pad_token_id=303, tts_bos_token_id=304,
                 tts_eos_token_id=305)
-GENERATION = dict(do_sample=True, top_k=50, top_p=0.9, temperature=0.9, repetition_penalty=1.05,
-                  subtalker_dosample=True, subtalker_top_k=30, subtalker_top_p=0.95,
-                  subtalker_temperature=0.9, max_new_tokens=256)
+# Offsets from the codebook size: the real checkpoints place the specials after the codes the same way.
+SPECIAL_OFFSETS = dict(codec_pad_id=100, codec_bos_id=101, codec_eos_token_id=102, codec_think_id=106,
+                       codec_nothink_id=107, codec_think_bos_id=108, codec_think_eos_id=109)
+LANGUAGE_OFFSETS = {"english": 2, "german": 5, "chinese": 7, "japanese": 10, "sichuan_dialect": 14,
+                    "beijing_dialect": 26}
+SPEAKER_OFFSETS = {"vivian": 953, "ryan": 949, "uncle_fu": 898, "eric": 763, "dylan": 766}
+DIALECTS = {"eric": "sichuan_dialect", "dylan": "beijing_dialect"}
+
+
+def layer_sizes(hidden_size: int, intermediate_size: int, num_hidden_layers: int, num_attention_heads: int,
+           num_key_value_heads: int, head_dim: int, max_position_embeddings: int, rope_theta: float, **extra) -> dict:
+    return dict(hidden_size=hidden_size, intermediate_size=intermediate_size, num_hidden_layers=num_hidden_layers,
+                num_attention_heads=num_attention_heads, num_key_value_heads=num_key_value_heads, head_dim=head_dim,
+                max_position_embeddings=max_position_embeddings, rope_theta=rope_theta, **extra)
+
+
+@dataclass(frozen=True, eq=False)
+class Qwen3Shape:
+    """The sizes one random checkpoint is drawn at. Invariant: only sizes, dtype, sampling defaults
+    and the size tag vary; the ids derive from `codebook` as the real checkpoints lay them out (codes,
+    then the specials; the talker vocabulary is codebook + 1024), so every shape loads through the
+    same code as a download."""
+
+    name: str  # the built-in model name (a base checkpoint's adds "-base")
+    size_tag: str  # config.json's tts_model_size
+    codebook: int
+    talker: dict  # `layer_sizes` plus text_hidden_size and mrope_section
+    predictor: dict  # `layer_sizes`
+    decoder: dict  # the 12 Hz decoder's sizes (codec_config's keys)
+    generation: dict
+    dtype: torch.dtype = torch.float32
+    base_predictor_width: int | None = None  # a base checkpoint's narrower code predictor, if any
+    has_base: bool = True  # whether a base (clone) checkpoint can be drawn at this shape
+    encoder: dict = field(default_factory=dict)  # the Mimi encoder's sizes (codec_config's keys)
+
+    @property
+    def talker_vocab(self) -> int:
+        return self.codebook + 1024
+
+    @property
+    def codec_ids(self) -> dict[str, int]:
+        return {name: self.codebook + offset for name, offset in SPECIAL_OFFSETS.items()}
+
+    @property
+    def languages(self) -> dict[str, int]:
+        return {name: self.codebook + offset for name, offset in LANGUAGE_OFFSETS.items()}
+
+    @property
+    def speakers(self) -> dict[str, int]:
+        return {name: self.codebook + offset for name, offset in SPEAKER_OFFSETS.items()}
+
+
+TINY = Qwen3Shape(
+    name="tiny-random-qwen3", size_tag="tiny", codebook=64,
+    talker=layer_sizes(64, 128, 2, 6, 2, 16, 4096, 10000, text_hidden_size=32, mrope_section=[4, 2, 2]),
+    predictor=layer_sizes(64, 96, 2, 4, 2, 16, 64, 10000),
+    # A small shape: 8 kHz out (640 samples per 12.5 Hz frame), a 2-layer transformer, narrow convolutions.
+    decoder=dict(codebook_dim=16, latent_dim=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                 upsample_rates=[5, 4, 4, 2], upsampling_ratios=[2, 2], decoder_dim=64),
+    generation=dict(do_sample=True, top_k=50, top_p=0.9, temperature=0.9, repetition_penalty=1.05,
+                    subtalker_dosample=True, subtalker_top_k=30, subtalker_top_p=0.95,
+                    subtalker_temperature=0.9, max_new_tokens=256),
+    # The base model's code predictor is narrower than its talker (as in the 1.7B checkpoints), so
+    # the two tiny checkpoints cover both the identity and the `small_to_mtp_projection` path.
+    base_predictor_width=32,
+    # A small Mimi shape: 24 kHz in, 25 Hz after the convolutions (960 samples), 12.5 Hz frames.
+    encoder=dict(hidden_size=32, num_filters=4, upsampling_ratios=[8, 6, 5, 4], upsample_groups=32,
+                 codebook_size=64, codebook_dim=16, vector_quantization_hidden_dimension=16, num_quantizers=32,
+                 num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                 intermediate_size=64, sliding_window=8, sampling_rate=24000, frame_rate=12.5),
+)
+CUSTOM_VOICE, BASE = TINY.name, f"{TINY.name}-base"
+CODEBOOK = TINY.codebook
+TALKER_VOCAB = TINY.talker_vocab
+CODEC_IDS = TINY.codec_ids
+LANGUAGES = TINY.languages
+SPEAKERS = TINY.speakers
+GENERATION = TINY.generation
 
 
 def ensure_tiny_qwen3(root: Path | None = None, base: bool = False) -> Path:
+    return ensure_random_qwen3(TINY, root, base)
+
+
+def ensure_random_qwen3(shape: Qwen3Shape, root: Path | None = None, base: bool = False) -> Path:
     """The checkpoint folder, written first if absent: to a temporary sibling renamed into place,
     so concurrent first uses never see half a checkpoint."""
-    folder = (root or cache_root()) / f"{BASE if base else CUSTOM_VOICE}-{VERSION}"
+    if base and not shape.has_base:
+        raise ValueError(f"{shape.name} has no base (clone) checkpoint")
+    folder = (root or cache_root()) / f"{shape.name}{'-base' if base else ''}-{VERSION}"
     done = folder / "speech_tokenizer" / "model.safetensors"
     if done.is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     try:
-        write_tiny_qwen3(staging, base=base)
+        write_random_qwen3(staging, shape, base=base)
         os.replace(staging, folder)
     except OSError:
         if not done.is_file():
@@ -71,71 +148,82 @@ def ensure_tiny_qwen3(root: Path | None = None, base: bool = False) -> Path:
     return folder
 
 
-def write_tiny_qwen3(folder: Path, base: bool = False) -> None:
+def write_random_qwen3(folder: Path, shape: Qwen3Shape = TINY, base: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    config = model_config(base)
+    config = model_config(base, shape)
     write_json(folder / "config.json", config)
-    write_json(folder / "generation_config.json", GENERATION)
+    write_json(folder / "generation_config.json", shape.generation)
     specials = write_tokenizer(folder)
     assert specials["<|im_start|>"] == TEXT_IDS["im_start_token_id"], "config.json's text ids name the tokenizer's"
-    save_file(random_weights(model_table(config), SEED), str(folder / "model.safetensors"))
+    save_file(random_weights(model_table(config), SEED, shape.dtype), str(folder / "model.safetensors"))
     codec = folder / "speech_tokenizer"
     codec.mkdir()
-    codec_cfg = codec_config()
+    codec_cfg = codec_config(shape)
     write_json(codec / "config.json", codec_cfg)
     write_json(codec / "preprocessor_config.json", dict(
         feature_extractor_type="EncodecFeatureExtractor", feature_size=1, padding_side="right",
         padding_value=0.0, return_attention_mask=True, sampling_rate=codec_cfg["input_sample_rate"],
         chunk_length_s=None, overlap=None))
-    table = {**codec_table(codec_cfg["decoder_config"]), **encoder_table(codec_cfg["encoder_config"])}
-    save_file(random_weights(table, SEED + 1), str(codec / "model.safetensors"))
+    table = codec_table(codec_cfg["decoder_config"])
+    if "encoder_config" in codec_cfg:
+        table |= encoder_table(codec_cfg["encoder_config"])
+    save_file(random_weights(table, SEED + 1, shape.dtype), str(codec / "model.safetensors"))
 
 
-def model_config(base: bool) -> dict:
-    # The base model's code predictor is narrower than its talker (as in the 1.7B checkpoints), so
-    # the two tiny checkpoints cover both the identity and the `small_to_mtp_projection` path.
-    shared = dict(num_hidden_layers=2, num_key_value_heads=2, head_dim=16, hidden_act="silu", rms_norm_eps=1e-6,
-                  rope_theta=10000, attention_bias=False, use_sliding_window=False, sliding_window=None,
-                  attention_dropout=0.0, num_code_groups=NUM_GROUPS, initializer_range=0.02, use_cache=True,
-                  tie_word_embeddings=False)
-    predictor = dict(vocab_size=CODEBOOK, hidden_size=32 if base else 64, intermediate_size=96, num_attention_heads=4,
-                     max_position_embeddings=64, rope_scaling=None, max_window_layers=2,
-                     layer_types=["full_attention"] * 2, **shared)
-    talker = dict(vocab_size=TALKER_VOCAB, hidden_size=64, intermediate_size=128, num_attention_heads=6,
-                  max_position_embeddings=4096, text_hidden_size=32, text_vocab_size=TEXT_VOCAB, **shared,
-                  rope_scaling=dict(interleaved=True, mrope_section=[4, 2, 2], rope_type="default"), **CODEC_IDS,
-                  spk_id={} if base else dict(SPEAKERS),
-                  spk_is_dialect={} if base else {s: DIALECTS.get(s, False) for s in SPEAKERS},
-                  codec_language_id=dict(LANGUAGES), code_predictor_config=predictor)
+def _decoder_keys(part: dict) -> dict:
+    """A decoder's sizes, then the settings every shape shares (config.json's key order)."""
+    return dict(num_hidden_layers=part["num_hidden_layers"], num_key_value_heads=part["num_key_value_heads"],
+                head_dim=part["head_dim"], hidden_act="silu", rms_norm_eps=1e-6, rope_theta=part["rope_theta"],
+                attention_bias=False, use_sliding_window=False, sliding_window=None, attention_dropout=0.0,
+                num_code_groups=NUM_GROUPS, initializer_range=0.02, use_cache=True, tie_word_embeddings=False)
+
+
+def model_config(base: bool, shape: Qwen3Shape = TINY) -> dict:
+    t, p = shape.talker, shape.predictor
+    layers = p["num_hidden_layers"]
+    predictor = dict(vocab_size=shape.codebook,
+                     hidden_size=shape.base_predictor_width if base and shape.base_predictor_width else p["hidden_size"],
+                     intermediate_size=p["intermediate_size"], num_attention_heads=p["num_attention_heads"],
+                     max_position_embeddings=p["max_position_embeddings"], rope_scaling=None,
+                     max_window_layers=layers, layer_types=["full_attention"] * layers, **_decoder_keys(p))
+    speakers = {} if base else shape.speakers
+    talker = dict(vocab_size=shape.talker_vocab, hidden_size=t["hidden_size"], intermediate_size=t["intermediate_size"],
+                  num_attention_heads=t["num_attention_heads"], max_position_embeddings=t["max_position_embeddings"],
+                  text_hidden_size=t["text_hidden_size"], text_vocab_size=TEXT_VOCAB, **_decoder_keys(t),
+                  rope_scaling=dict(interleaved=True, mrope_section=list(t["mrope_section"]), rope_type="default"),
+                  **shape.codec_ids, spk_id=speakers, spk_is_dialect={s: DIALECTS.get(s, False) for s in speakers},
+                  codec_language_id=shape.languages, code_predictor_config=predictor)
     # The x-vector stands in for a codec embedding row: enc_dim is the talker's width; mel_dim is
     # fixed at 128 by the reference's feature extraction; enc_channels[-1] = 3 middle blocks' sum.
-    speaker = dict(mel_dim=128, enc_dim=64, enc_channels=[32, 32, 32, 32, 96], enc_kernel_sizes=[5, 3, 3, 3, 1],
-                   enc_dilations=[1, 2, 3, 4, 1], enc_attention_channels=16, enc_res2net_scale=4,
-                   enc_se_channels=16, sample_rate=24000)
+    speaker = dict(mel_dim=128, enc_dim=t["hidden_size"], enc_channels=[32, 32, 32, 32, 96],
+                   enc_kernel_sizes=[5, 3, 3, 3, 1], enc_dilations=[1, 2, 3, 4, 1], enc_attention_channels=16,
+                   enc_res2net_scale=4, enc_se_channels=16, sample_rate=24000)
     return dict(architectures=["Qwen3TTSForConditionalGeneration"], model_type="qwen3_tts",
-                tokenizer_type="qwen3_tts_tokenizer_12hz", tts_model_size="tiny",
+                tokenizer_type="qwen3_tts_tokenizer_12hz", tts_model_size=shape.size_tag,
                 tts_model_type="base" if base else "custom_voice", assistant_token_id=tokens()["assistant"],
-                **TEXT_IDS, talker_config=talker, speaker_encoder_config=speaker, torch_dtype="float32",
+                **TEXT_IDS, talker_config=talker, speaker_encoder_config=speaker,
+                torch_dtype=str(shape.dtype).removeprefix("torch."),
                 chorus=dict(note="random weights: produces noise, not speech", version=VERSION))
 
 
-def codec_config() -> dict:
-    decoder = dict(codebook_size=CODEBOOK, codebook_dim=16, num_quantizers=NUM_GROUPS, latent_dim=32,
-                   hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=16, max_position_embeddings=8000, rope_theta=10000,
-                   rms_norm_eps=1e-5, sliding_window=8, layer_scale_initial_scale=0.01, hidden_act="silu",
-                   attention_bias=False, attention_dropout=0.0, upsample_rates=[5, 4, 4, 2],
-                   upsampling_ratios=[2, 2], decoder_dim=64)
+def codec_config(shape: Qwen3Shape = TINY) -> dict:
+    d = shape.decoder
+    decoder = dict(codebook_size=shape.codebook, codebook_dim=d["codebook_dim"], num_quantizers=NUM_GROUPS,
+                   latent_dim=d["latent_dim"], hidden_size=d["hidden_size"], intermediate_size=d["intermediate_size"],
+                   num_hidden_layers=d["num_hidden_layers"], num_attention_heads=d["num_attention_heads"],
+                   num_key_value_heads=d["num_key_value_heads"], head_dim=d["head_dim"], max_position_embeddings=8000,
+                   rope_theta=10000, rms_norm_eps=1e-5, sliding_window=d["sliding_window"],
+                   layer_scale_initial_scale=0.01, hidden_act="silu", attention_bias=False, attention_dropout=0.0,
+                   upsample_rates=list(d["upsample_rates"]), upsampling_ratios=list(d["upsampling_ratios"]),
+                   decoder_dim=d["decoder_dim"])
     spf = math.prod(decoder["upsample_rates"]) * math.prod(decoder["upsampling_ratios"])
-    # A small Mimi shape: 24 kHz in, 25 Hz after the convolutions (960 samples), 12.5 Hz frames.
-    encoder = dict(hidden_size=32, num_filters=4, upsampling_ratios=[8, 6, 5, 4], upsample_groups=32,
-                   codebook_size=CODEBOOK, codebook_dim=16, vector_quantization_hidden_dimension=16, num_quantizers=32,
-                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
-                   intermediate_size=64, sliding_window=8, sampling_rate=24000, frame_rate=12.5)
-    return dict(architectures=["Qwen3TTSTokenizerV2Model"], model_type="qwen3_tts_tokenizer_12hz",
-                encoder_valid_num_quantizers=NUM_GROUPS, input_sample_rate=24000,
-                output_sample_rate=int(spf * 12.5), decode_upsample_rate=spf, encode_downsample_rate=1920,
-                decoder_config=decoder, encoder_config=encoder, chorus=dict(encoder_weights=True))
+    config = dict(architectures=["Qwen3TTSTokenizerV2Model"], model_type="qwen3_tts_tokenizer_12hz",
+                  encoder_valid_num_quantizers=NUM_GROUPS, input_sample_rate=24000,
+                  output_sample_rate=int(spf * 12.5), decode_upsample_rate=spf, encode_downsample_rate=1920,
+                  decoder_config=decoder)
+    if shape.encoder:  # a codec without one decodes only (it cannot clone in context)
+        config["encoder_config"] = dict(shape.encoder)
+    return config | dict(chorus=dict(encoder_weights=bool(shape.encoder)))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -308,8 +396,9 @@ def encoder_table(e: dict) -> dict:
     return table
 
 
-def random_weights(table: dict, seed: int) -> dict[str, torch.Tensor]:
-    """One generator per tensor, seeded by its name: a tensor's values do not depend on the others."""
+def random_weights(table: dict, seed: int, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """One generator per tensor, seeded by its name: a tensor's values do not depend on the others
+    (drawn in float32, then stored as `dtype` one by one: a large shape never holds two copies)."""
     weights = {}
     for name, (shape, init) in sorted(table.items()):
         g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
@@ -322,5 +411,5 @@ def random_weights(table: dict, seed: int) -> dict[str, torch.Tensor]:
             w = torch.full(shape, args[0])
         else:
             w = args[0] + torch.rand(shape, generator=g) * (args[1] - args[0])
-        weights[name] = w.float().contiguous()
+        weights[name] = w.to(dtype).contiguous()
     return weights
