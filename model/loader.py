@@ -11,8 +11,10 @@ from model.registry import family_loader
 
 # joe: the built-in English voice (weights in the repo); tiny-random: a random Orpheus-shaped
 # model for tests; tiny-random-qwen3 (-base): random Qwen3-TTS custom-voice (base) checkpoints in
-# the Hugging Face layout. The random ones are written on first use.
-BUILTIN_MODELS = ("joe", "tiny-random", "tiny-random-qwen3", "tiny-random-qwen3-base")
+# the Hugging Face layout; random-qwen3-0.6b / -1.7b: random ones at the released CustomVoice
+# checkpoints' sizes, for benchmarks where nothing downloads. The random ones are written on first use.
+QWEN3_RANDOM = ("random-qwen3-0.6b", "random-qwen3-1.7b")
+BUILTIN_MODELS = ("joe", "tiny-random", "tiny-random-qwen3", "tiny-random-qwen3-base", *QWEN3_RANDOM)
 
 
 def resolve_model_path(model: str) -> Path:
@@ -26,6 +28,11 @@ def resolve_model_path(model: str) -> Path:
         from model.families.qwen3_tts.tiny_random import ensure_tiny_qwen3
 
         return ensure_tiny_qwen3(base=model.endswith("-base"))
+    if model in QWEN3_RANDOM:
+        from model.families.qwen3_tts.release_shapes import RELEASE_SHAPES
+        from model.families.qwen3_tts.tiny_random import ensure_random_qwen3
+
+        return ensure_random_qwen3(RELEASE_SHAPES[model])
     path = Path(model).expanduser()
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
