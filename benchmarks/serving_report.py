@@ -11,7 +11,7 @@ from benchmarks.plot import plot_serving
 from benchmarks.report import machine_line, write_markdown, write_report_json
 from benchmarks.throughput import machine_info
 
-NAMES = {"chorus": "Chorus (`chorus serve --model joe`)", "piper": "Piper (`piper.http_server`, same voice)",
+NAMES = {"chorus": "Chorus (`chorus serve --model {model}`)", "piper": "Piper (`piper.http_server`, same voice)",
          "piper-sentences": "Piper's voice sentence by sentence (`benchmarks/piper_sentence_server.py`, 2 threads)"}
 
 
@@ -157,7 +157,7 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
     lines = [
         f"# Serving benchmark, {report['date']}", "", f"`{command}`", "",
         machine_line(machine, f"piper-tts {machine['piper_tts']}"), "",
-        f"Over HTTP on 127.0.0.1, each server alone on the machine: {', '.join(NAMES[s['system']] for s in report['systems'])}. "
+        f"Over HTTP on 127.0.0.1, each server alone on the machine: {', '.join(NAMES[s['system']].format(model=work.get('model', 'joe')) for s in report['systems'])}. "
         f"{work['texts']} texts cycled (30 eval sentences, 10 paragraphs), voice `{work['voice']}`; closed-loop levels of "
         f"{work['level_seconds']:g} s, then up to {work['drain_seconds']:g} s to finish (requests still open count as "
         f"timeouts). TTFA: first audio bytes (Piper: of the WAV's data). TTFA and viable % are of admitted (non-429) "
