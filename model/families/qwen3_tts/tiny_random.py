@@ -51,7 +51,9 @@ DIALECTS = {"eric": "sichuan_dialect", "dylan": "beijing_dialect"}
 
 
 def layer_sizes(hidden_size: int, intermediate_size: int, num_hidden_layers: int, num_attention_heads: int,
-           num_key_value_heads: int, head_dim: int, max_position_embeddings: int, rope_theta: float, **extra) -> dict:
+                num_key_value_heads: int, head_dim: int, max_position_embeddings: int, rope_theta: float,
+                **extra) -> dict:
+    """One decoder's sizes under their config.json names (`extra`: a talker's text width and RoPE sections)."""
     return dict(hidden_size=hidden_size, intermediate_size=intermediate_size, num_hidden_layers=num_hidden_layers,
                 num_attention_heads=num_attention_heads, num_key_value_heads=num_key_value_heads, head_dim=head_dim,
                 max_position_embeddings=max_position_embeddings, rope_theta=rope_theta, **extra)
@@ -59,10 +61,10 @@ def layer_sizes(hidden_size: int, intermediate_size: int, num_hidden_layers: int
 
 @dataclass(frozen=True, eq=False)
 class Qwen3Shape:
-    """The sizes one random checkpoint is drawn at. Invariant: only sizes, dtype, sampling defaults
-    and the size tag vary; the ids derive from `codebook` as the real checkpoints lay them out (codes,
-    then the specials; the talker vocabulary is codebook + 1024), so every shape loads through the
-    same code as a download."""
+    """The sizes one random checkpoint is drawn at. Invariant: only sizes (a codec encoder's among
+    them, none for a decode-only codec), dtype, sampling defaults and the size tag vary; the ids
+    derive from `codebook` as the real checkpoints lay them out (codes, then the specials; the talker
+    vocabulary is codebook + 1024), so every shape loads through the same code as a download."""
 
     name: str  # the built-in model name (a base checkpoint's adds "-base")
     size_tag: str  # config.json's tts_model_size
@@ -75,6 +77,10 @@ class Qwen3Shape:
     base_predictor_width: int | None = None  # a base checkpoint's narrower code predictor, if any
     has_base: bool = True  # whether a base (clone) checkpoint can be drawn at this shape
     encoder: dict = field(default_factory=dict)  # the Mimi encoder's sizes (codec_config's keys)
+
+    def __post_init__(self) -> None:
+        if self.encoder and self.encoder.get("codebook_size") != self.codebook:
+            raise ValueError(f"the codec encoder's codebooks must have the shape's {self.codebook} codes")
 
     @property
     def talker_vocab(self) -> int:
