@@ -3,8 +3,9 @@
 No checkpoint can be downloaded where Chorus is benchmarked (a GPU machine lent without internet,
 this project's CI), yet speed depends on sizes, not on weight values. `random-qwen3-0.6b` and
 `random-qwen3-1.7b` are random bfloat16 checkpoints (as the downloads are stored) at those sizes,
-written on first use by tiny_random.py's writer: the talker and code predictor as the released
-config.json files state them, the 12 Hz decoder as its released speech_tokenizer/config.json.
+written on first use by tiny_random.py's writer, at the sizes the released config.json and
+speech_tokenizer/config.json state (read from published copies of those files: the checkpoints
+themselves were never on the machines that wrote this).
 
 What differs from a download, and why it does not change the speed of a step: the text vocabulary
 is the tiny tokenizer's (a lookup costs the same in a table of 320 rows as of 151,936, which would
