@@ -23,7 +23,7 @@ def _seconds_or_none(text: str) -> float | None:
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
-    model.add_argument("--model", default=_MODEL.model, help="model folder or built-in name (tiny-random)")
+    model.add_argument("--model", default=_MODEL.model, help="model folder or built-in name (joe, tiny-random, ...: docs/voices.md lists them)")
     model.add_argument("--codec", default=None, help="Orpheus: SNAC codec folder (default: <model>/codec); "
                        "joe: istft (default) or hifigan")
     model.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
