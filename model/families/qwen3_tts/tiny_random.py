@@ -119,11 +119,8 @@ TINY = Qwen3Shape(
                  num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
                  intermediate_size=64, sliding_window=8, sampling_rate=24000, frame_rate=12.5),
 )
-CUSTOM_VOICE, BASE = TINY.name, f"{TINY.name}-base"
+# The tiny shape's figures that tests read.
 CODEBOOK = TINY.codebook
-TALKER_VOCAB = TINY.talker_vocab
-CODEC_IDS = TINY.codec_ids
-LANGUAGES = TINY.languages
 SPEAKERS = TINY.speakers
 GENERATION = TINY.generation
 
