@@ -24,7 +24,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from model.sampling.sampler import SamplingState, top_k_kept, warper_columns
+from model.sampling.sampler import top_k_kept, warper_columns
+from model.sampling.state import SamplingState
 
 # NOTE: U clamped away from 0 keeps E = -log U finite; U < 1 in float32 keeps E > 0, so -log E is finite.
 _SMALLEST_UNIFORM = torch.finfo(torch.float32).tiny
@@ -88,12 +89,13 @@ class CandidateWarper:
                   if state.generator is not None and not state.params.greedy and (emits is None or emits[row])]
         if len(seeded) < len(states):
             uniform.uniform_()
+        blocks = uniform.unbind(0) if seeded else ()  # every row's block in one call, not a select each
         for row, state in seeded:
             own = top_k_kept(state.params.top_k, vocab_size)
             if own == self.candidates:
                 # The row's whole (contiguous) block, filled in place: the numbers torch.rand would
                 # draw, without a temporary and two copies (a frame's start is per seeded row).
-                uniform[row].uniform_(generator=state.generator)
+                blocks[row].uniform_(generator=state.generator)
                 continue
             uniform[row, :, :own] = torch.rand(steps, own, generator=state.generator, device=device)
             uniform[row, :, own:] = 0.5
@@ -121,7 +123,8 @@ def warped_candidates(logits: Tensor, candidates: int, temperature: Tensor, top_
                       top_p_cutoff: Tensor | None) -> tuple[Tensor, Tensor]:
     """The K highest logits' ids [B, K] (descending) and their warped scores [B, K] ascending;
     a filter left None is not applied."""
-    values, ids = logits.float().topk(candidates, dim=-1)
+    # NOTE: `float()` of float32 logits returns them, but through a dispatch: 15 a frame.
+    values, ids = (logits if logits.dtype == torch.float32 else logits.float()).topk(candidates, dim=-1)
     scores = values.flip(-1).div_(temperature)
     if top_k_mask is not None:
         scores.add_(top_k_mask)

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from model.sampling.sampler import SamplingState, draw_noise, exponential_race, warp, warper_columns
+from model.sampling.sampler import draw_noise, exponential_race, warp, warper_columns
+from model.sampling.state import SamplingState
 
 
 class SeenTokens:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.candidates import CandidateWarper, ascending_cutoffs, gumbel_pick, last_columns, warped_candidates
-from model.sampling.sampler import SamplingState
+from model.sampling.state import SamplingState
 
 
 class GraphSubStepSampler:

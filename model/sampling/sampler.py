@@ -5,73 +5,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from model.sampling.params import SamplingParams
+from model.sampling.penalties import PenaltyIndex, block_stops, float32_copy
+from model.sampling.state import SamplingState, same_states
 
 # NOTE: clamping the exponential noise away from zero keeps a zero-probability token at exactly 0
 # instead of 0/0 = NaN, which argmax would pick.
 _SMALLEST_NOISE = torch.finfo(torch.float32).tiny
-
-
-class SamplingState:
-    """One request's sampling context, alive as long as the request.
-
-    ``penalized_token_ids`` holds every id of the prompt and of the output exactly once when the
-    request uses a repetition penalty, and is empty otherwise. ``generator`` exists exactly when the
-    params carry a seed, so a seeded request's draws depend on nothing but its own history.
-    """
-
-    __slots__ = ("params", "generator", "_num_generated", "_seen", "_ids", "_num_ids")
-
-    def __init__(
-        self,
-        params: SamplingParams,
-        prompt_token_ids: Sequence[int] = (),
-        device: torch.device | str = "cpu",
-    ) -> None:
-        self.params = params
-        self.generator: torch.Generator | None = None
-        if params.seed is not None:
-            self.generator = torch.Generator(device=device)
-            self.generator.manual_seed(params.seed)
-        self._num_generated = 0
-        self._seen: set[int] = set()
-        self._ids = torch.empty(0, dtype=torch.int64)
-        self._num_ids = 0
-        if params.repetition_penalty != 1.0 and len(prompt_token_ids) > 0:
-            self._ids = torch.as_tensor(prompt_token_ids, dtype=torch.int64).unique()
-            self._num_ids = len(self._ids)
-            self._seen = set(self._ids.tolist())
-
-    @property
-    def num_generated(self) -> int:
-        return self._num_generated
-
-    @property
-    def penalized_token_ids(self) -> Tensor:
-        return self._ids[: self._num_ids]
-
-    @property
-    def needs_penalty(self) -> bool:
-        return self._num_ids > 0
-
-    def append(self, token_id: int) -> None:
-        self._num_generated += 1
-        if self.params.repetition_penalty == 1.0 or token_id in self._seen:
-            return
-        self._seen.add(token_id)
-        if self._num_ids == len(self._ids):
-            grown = torch.empty(max(16, 2 * len(self._ids)), dtype=torch.int64)
-            grown[: self._num_ids] = self._ids
-            self._ids = grown
-        self._ids[self._num_ids] = token_id
-        self._num_ids += 1
-
-
-def same_states(states: Sequence[SamplingState], kept: Sequence[SamplingState]) -> bool:
-    """The same state objects, in the same order: a state lives as long as its request and its
-    params never change, so what was made of `kept`'s params holds for `states` (whoever keeps
-    `kept` holds them, so their ids are not reused by new objects)."""
-    return len(states) == len(kept) and all(a is b for a, b in zip(states, kept))
 
 
 class _Warpers:
@@ -86,13 +25,13 @@ class _Warpers:
         self.greedy_rows = torch.tensor(greedy, device=device) if self.any_greedy else None
         self.use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
         self.use_top_p = any(state.params.top_p < 1.0 for state in states)
-        self._columns: tuple[Tensor, Tensor, Tensor] | None = None  # made at the first `apply`
+        self._shaped: WarpColumns | None = None  # made at the first `apply`
 
     def apply(self, scores: Tensor) -> Tensor:
         """New scores: temperature, then top-k and top-p (-inf where filtered out)."""
-        if self._columns is None:  # a batch of greedy rows never warps: nothing to make for it
-            self._columns = warper_columns(self.states, self.vocab_size, self.device)
-        return warp(scores, *self._columns, self.use_top_k, self.use_top_p)
+        if self._shaped is None:  # a batch of greedy rows never warps: nothing to make for it
+            self._shaped = WarpColumns(*warper_columns(self.states, self.vocab_size, self.device), self.vocab_size)
+        return warp_shaped(scores, self._shaped, self.use_top_k, self.use_top_p)
 
     def fits(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> bool:
         return vocab_size == self.vocab_size and device == self.device and same_states(states, self.states)
@@ -102,12 +41,14 @@ class Sampler:
     """Turns one step's logits into one token per row; each row follows only its own state.
 
     The caller's logits are never written to. A seeded row draws all of its randomness from its
-    own generator, so its tokens are the same whatever else is in the batch. What the warpers need
-    of the states is kept while the same states come (a decode batch is usually the last one).
+    own generator, so its tokens are the same whatever else is in the batch. What the warpers and
+    the penalties need of the states is kept while the same states come (a decode batch is usually
+    the last one): the penalised positions then only take what each row appended since.
     """
 
     def __init__(self) -> None:
         self._warpers: _Warpers | None = None
+        self._penalties: PenaltyIndex | None = None
 
     def __call__(
         self,
@@ -124,11 +65,21 @@ class Sampler:
                 f"logits must be [batch, vocab] with one row per state; got {tuple(logits.shape)} "
                 f"for {len(states)} states"
             )
-        scores = apply_penalties(logits, states, stop_token_ids)
+        scores = float32_copy(logits)
+        self._penalties_for(states, scores).apply(scores)
+        block_stops(scores, states, stop_token_ids)
         if candidates is not None:
             scores = scores.gather(1, candidates)
         picked = self._pick(scores, states)
         return picked if candidates is None else candidates.gather(1, picked[:, None])[:, 0]
+
+    def _penalties_for(self, states: Sequence[SamplingState], scores: Tensor) -> PenaltyIndex:
+        """The last batch's index when these are its states, brought up to date; else a new one."""
+        index = self._penalties
+        if index is None or not index.fits(states, scores.shape[-1], scores.device):
+            index = self._penalties = PenaltyIndex(states, scores.shape[-1], scores.device)
+        index.update()
+        return index
 
     def _pick(self, scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
         warpers = self._warpers
@@ -142,43 +93,6 @@ class Sampler:
         if greedy_tokens is None:
             return sampled
         return torch.where(warpers.greedy_rows, greedy_tokens, sampled)
-
-
-def apply_penalties(
-    logits: Tensor, states: Sequence[SamplingState], stop_token_ids: Sequence[int] = ()
-) -> Tensor:
-    """Returns a float32 copy of ``logits`` with repetition penalties and min_tokens masks applied."""
-    # Contiguous whatever the logits' strides: the penalties index it flat.
-    scores = logits.to(dtype=torch.float32, memory_format=torch.contiguous_format, copy=True)
-    device = scores.device
-    rows = [row for row, state in enumerate(states) if state.needs_penalty]
-    if rows:
-        # Every (row, id) pair as one index into the flat scores: a read and a write of those
-        # entries (two-dimensional advanced indexing costs several times more on a step's batch).
-        penalized = [states[row] for row in rows]
-        ids = [state.penalized_token_ids for state in penalized]
-        counts = torch.tensor([len(row_ids) for row_ids in ids])
-        vocab_size = scores.shape[-1]
-        flat = torch.cat(ids)
-        # A flat index past its row would land in the next one: refuse what 2-D indexing refused.
-        low, high = (int(bound) for bound in torch.aminmax(flat))
-        if low < 0 or high >= vocab_size:
-            raise IndexError(f"penalised token ids must lie in [0, {vocab_size}), got [{low}, {high}]")
-        flat = flat.add_(torch.repeat_interleave(torch.tensor(rows) * vocab_size, counts)).to(device)
-        penalty = torch.repeat_interleave(
-            torch.tensor([state.params.repetition_penalty for state in penalized], dtype=torch.float32), counts
-        ).to(device)
-        flat_scores = scores.view(-1)
-        picked = flat_scores.index_select(0, flat)
-        flat_scores.index_copy_(0, flat, torch.where(picked < 0, picked * penalty, picked / penalty))
-    blocked = [row for row, state in enumerate(states) if state.num_generated < state.params.min_tokens]
-    if blocked and len(stop_token_ids) > 0:
-        stops = torch.tensor(list(stop_token_ids), device=device)
-        if len(blocked) == len(states):
-            scores.index_fill_(1, stops, float("-inf"))
-        else:
-            scores[torch.tensor(blocked, device=device)[:, None], stops[None, :]] = float("-inf")
-    return scores
 
 
 def apply_warpers(scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
@@ -226,20 +140,36 @@ def warp(
     that no row uses. With both on, a row whose top_k is the vocabulary and whose cut-off is 0
     keeps every token of nonzero probability, so the result depends on no host-side decision
     (what a CUDA graph needs)."""
-    vocab_size = scores.shape[-1]
-    scores = scores / temperature[:, None]
+    return warp_shaped(scores, WarpColumns(temperature, top_p_cutoff, top_k, scores.shape[-1]), use_top_k, use_top_p)
+
+
+class WarpColumns:
+    """`warp`'s per-row inputs in the shapes its ops take, made once for as many calls as the same
+    rows come to (`Sampler` keeps them across a decode batch's steps). Invariant: row b holds
+    row b's temperature [B, 1], the sorted position of its k-th largest score [B, 1], and its top-p
+    cut-off in every column but the last [B, V], which holds -1 (the most likely token is never
+    dropped)."""
+
+    def __init__(self, temperature: Tensor, top_p_cutoff: Tensor, top_k: Tensor, vocab_size: int) -> None:
+        self.temperature = temperature[:, None]
+        self.kth_position = (vocab_size - top_k)[:, None]
+        self.top_p_cutoff = top_p_cutoff[:, None].repeat(1, vocab_size)
+        self.top_p_cutoff[:, -1] = -1.0
+
+
+def warp_shaped(scores: Tensor, columns: WarpColumns, use_top_k: bool = True, use_top_p: bool = True) -> Tensor:
+    """`warp` with its inputs already shaped."""
+    scores = scores / columns.temperature
     if not (use_top_k or use_top_p):
         return scores
     sorted_scores, order = scores.sort(dim=-1)
     if use_top_k:
         # Ties with the k-th largest score are kept, as in Hugging Face's TopKLogitsWarper.
-        kth_largest = sorted_scores.gather(1, (vocab_size - top_k)[:, None])
-        sorted_scores = sorted_scores.masked_fill(sorted_scores < kth_largest, float("-inf"))
+        kth_largest = sorted_scores.gather(1, columns.kth_position)
+        sorted_scores.masked_fill_(sorted_scores < kth_largest, float("-inf"))
     if use_top_p:
-        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
-        drop = cumulative <= top_p_cutoff[:, None]
-        drop[:, -1] = False
-        sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+        drop = sorted_scores.softmax(dim=-1).cumsum_(dim=-1) <= columns.top_p_cutoff
+        sorted_scores.masked_fill_(drop, float("-inf"))
     return torch.empty_like(scores).scatter_(1, order, sorted_scores)
 
 
@@ -260,8 +190,9 @@ def draw_noise(noise: Tensor, states: Sequence[SamplingState], emits: Sequence[b
     ]
     if len(seeded) < len(states):
         noise.exponential_()
+    rows = noise.unbind(0) if seeded else ()  # every row in one call, not a select each
     for row, generator in seeded:
-        noise[row].exponential_(generator=generator)
+        rows[row].exponential_(generator=generator)
     return noise
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.candidates import CandidateWarper
-from model.sampling.sampler import SamplingState, same_states
+from model.sampling.state import SamplingState, same_states
 
 
 class SubStepSampler:
@@ -28,13 +28,14 @@ class SubStepSampler:
         self._vocab_size = 0
         self._greedy: Tensor | None = None  # [B] bool, None when no row is greedy
         self._warper: CandidateWarper | None = None  # None when every row is greedy
-        self._gumbel: Tensor | None = None  # [B, sub-steps, K], ascending candidate order
+        self._gumbel: tuple[Tensor, ...] = ()  # per sub-step [B, K], ascending candidate order
 
     def start(self, states: Sequence[SamplingState], steps: int, vocab_size: int, device: torch.device) -> None:
         if not self._same_states(states, vocab_size):
             self._prepare(states, vocab_size, device)
         if self._warper is not None:
-            self._gumbel = self._warper.gumbel(states, steps, vocab_size)
+            # One view per sub-step, made in one call (a select per draw is a dispatch per draw).
+            self._gumbel = self._warper.gumbel(states, steps, vocab_size).unbind(1)
 
     def _same_states(self, states: Sequence[SamplingState], vocab_size: int) -> bool:
         """The last frame's states over the same vocabulary: what `_prepare` made of them holds."""
@@ -47,7 +48,8 @@ class SubStepSampler:
                 raise ValueError("sub-step states cannot carry a repetition penalty or a minimum length")
         self._states, self._vocab_size = tuple(states), vocab_size
         greedy = [state.params.greedy for state in states]
-        self._warper = self._gumbel = self._greedy = None
+        self._warper = self._greedy = None
+        self._gumbel = ()
         if all(greedy):
             return
         self._greedy = torch.tensor(greedy, device=device) if any(greedy) else None
@@ -67,8 +69,7 @@ class SubStepSampler:
             raise ValueError(f"logits have {logits.shape[0]} rows for {len(self._states)} started states")
         if self._warper is None:
             return logits.argmax(dim=-1)
-        assert self._gumbel is not None
-        picked = self._warper.pick(*self._warper.ascending_scores(logits), self._gumbel[:, step])
+        picked = self._warper.pick(*self._warper.ascending_scores(logits), self._gumbel[step])
         if self._greedy is None:
             return picked
         return torch.where(self._greedy, logits.argmax(dim=-1), picked)
