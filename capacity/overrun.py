@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 # The runs of consecutive steps measured (up to a quarter of the 256 ratios kept). Past the
 # longest, the curve goes on at its last slope: the tail of a sum grows ever slower, so that
 # overstates it, on the safe side, for streams hundreds of steps from their end (with the
@@ -67,17 +69,18 @@ def measured_overrun(ratios: Sequence[float], quantile: float) -> Overrun:
     """From recent steps' observed ÷ predicted times, in order: for each horizon k the `quantile`
     of how far the ratios of k consecutive steps sum above k (in predicted steps), taken
     non-decreasing in k and then lifted to the least concave curve above them."""
+    # NOTE: every run's sum as a difference of prefix sums, and the quantile by a partition: the
+    # engine recomputes this every few steps, and Python loops and sorts over 256 ratios for
+    # seven horizons took half a millisecond.
+    prefix = np.concatenate(([0.0], np.cumsum(np.asarray(ratios, dtype=np.float64))))
     raw: list[tuple[int, float]] = []
     highest = 0.0
     for k in HORIZONS:
         if k > len(ratios):
             break
-        window = sum(ratios[:k])
-        sums = [window]
-        for i in range(k, len(ratios)):
-            window += ratios[i] - ratios[i - k]
-            sums.append(window)
-        highest = max(highest, nearest_rank(sums, quantile) - k)
+        sums = prefix[k:] - prefix[:-k]
+        rank = min(len(sums) - 1, math.ceil(quantile * len(sums)) - 1)
+        highest = max(highest, float(np.partition(sums, rank)[rank]) - k)
         raw.append((k, highest))
     return Overrun(tuple(_concave_majorant(raw)))
 

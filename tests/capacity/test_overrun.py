@@ -72,3 +72,29 @@ def test_any_steps_give_a_concave_non_decreasing_curve(ratios, quantile):
     for k in (k for k in HORIZONS if k <= len(ratios)):
         sums = sorted(sum(ratios[i:i + k]) for i in range(len(ratios) - k + 1))
         assert curve(k) >= sums[min(len(sums) - 1, math.ceil(quantile * len(sums)) - 1)] - k - 1e-9
+
+
+def direct_overrun_points(ratios: list[float], quantile: float) -> list[tuple[int, float]]:
+    """measured_overrun's raw points by their definition: every run of k steps summed by itself,
+    sorted, its nearest-rank quantile less k, kept non-decreasing in k."""
+    points, highest = [], 0.0
+    for k in HORIZONS:
+        if k > len(ratios):
+            break
+        sums = sorted(sum(ratios[i:i + k]) for i in range(len(ratios) - k + 1))
+        highest = max(highest, sums[min(len(sums) - 1, math.ceil(quantile * len(sums)) - 1)] - k)
+        points.append((k, highest))
+    return points
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_curve_lies_on_or_above_the_points_of_its_definition(seed):
+    rng = random.Random(seed)
+    ratios = [rng.lognormvariate(0.0, 0.4) for _ in range(rng.randint(1, 256))]
+    curve = measured_overrun(ratios, 0.9)
+    points = direct_overrun_points(ratios, 0.9)
+    # The least concave curve above the points: through each corner, on or above every point.
+    for k, value in points:
+        assert curve(k) >= value - 1e-9
+    for k, value in curve.points:
+        assert value == pytest.approx(dict(points)[k], abs=1e-9)

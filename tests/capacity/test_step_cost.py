@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity.step_cost import PRIOR_COEFFICIENTS, StepCostModel
+from capacity.step_cost import PRIOR_COEFFICIENTS, StepCostModel, _solve3
 
 
 def observe_mix(model: StepCostModel, a: float, b: float, c: float, repeats: int) -> None:
@@ -131,3 +131,16 @@ def test_a_forward_longer_than_its_step_counts_as_the_whole_step():
     for _ in range(50):
         model.observe(8, 0, 0.02, forward_seconds=0.05)
     assert model.predict(8) == pytest.approx(0.02, rel=0.02)
+
+
+@given(st.lists(st.floats(-50.0, 50.0), min_size=9, max_size=9), st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3))
+@settings(max_examples=200, deadline=None)
+def test_the_normal_equations_are_solved(entries, rhs):
+    """_solve3 on symmetric positive definite systems of the normal equations' scales (a Gram
+    matrix plus the identity): the residual is at rounding level."""
+    rows = [entries[0:3], entries[3:6], entries[6:9]]
+    m = [[sum(rows[k][i] * rows[k][j] for k in range(3)) + (i == j) for j in range(3)] for i in range(3)]
+    x = _solve3(m, rhs)
+    scale = max(1.0, max(abs(v) for row in m for v in row)) * max(1.0, max(abs(v) for v in x))
+    for i in range(3):
+        assert abs(sum(m[i][j] * x[j] for j in range(3)) - rhs[i]) <= 1e-9 * scale
