@@ -103,8 +103,15 @@ class CodePredictor(nn.Module):
             code = draw(self._forward(inputs, positions, meta, index), index)
             codes.append(code)
             if index + 1 < self.num_codes:
-                inputs = tables[index].index_select(0, code)
+                inputs = self._lookup(tables[index], code)
         return torch.stack(codes, dim=1)
+
+    @staticmethod
+    def _lookup(table: Tensor, code: Tensor) -> Tensor:
+        """The next sub-step's input: the code just drawn, in its own table (the predictor's input
+        embedding, which the reference's forward computes from the code; a call of its own, so
+        that a profile can count it with the forwards rather than with the sampling)."""
+        return table.index_select(0, code)
 
     def embed_codes(self, codes: Tensor) -> Tensor:
         """The predictor-table embeddings of codes 1..G-1 ([N, G-1] → [N, G-1, H]), summed by the caller."""

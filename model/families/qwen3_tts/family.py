@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -76,7 +77,7 @@ class Qwen3Family(SpeechFamily):
     def embed(self, spans: Sequence[tuple[StreamState, int, int]]) -> Tensor:
         text_ids: list[int] = []
         single: list[int] = []  # a row of the talker's codec table, or -1
-        frames: list[Tensor] = []
+        frames: list[Sequence[int]] = []  # each row's codes (G)
         frame_rows: list[int] = []
         vectors: list[Tensor] = []
         vector_rows: list[int] = []
@@ -94,7 +95,7 @@ class Qwen3Family(SpeechFamily):
                         vector_rows.append(row)
                         single.append(-1)
                     elif len(entry) > 1:
-                        frames.append(torch.tensor(entry))
+                        frames.append(entry)
                         frame_rows.append(row)
                         single.append(-1)
                     else:
@@ -102,12 +103,12 @@ class Qwen3Family(SpeechFamily):
                 else:
                     frame = position - prompt_len
                     text_ids.append(stream.trailing_id(frame))
-                    frames.append(stream.frames[frame])
+                    frames.append(stream.frame_codes(frame))
                     frame_rows.append(row)
                     single.append(-1)
         return self._inputs(text_ids, single, frames, frame_rows, vectors, vector_rows)
 
-    def _inputs(self, text_ids: list[int], single: list[int], frames: list[Tensor], frame_rows: list[int],
+    def _inputs(self, text_ids: list[int], single: list[int], frames: list[Sequence[int]], frame_rows: list[int],
                 vectors: list[Tensor], vector_rows: list[int]) -> Tensor:
         device, dtype = self._device, self.backbone.dtype
         rows = len(text_ids)
@@ -127,7 +128,9 @@ class Qwen3Family(SpeechFamily):
             has_code = (codes >= 0).nonzero()[:, 0]
             out.index_add_(0, has_code, self.backbone.embed_tokens(codes[has_code]))
         if frames:
-            stacked = torch.stack(frames).to(device)
+            # NOTE: one array from the rows' lists: a decode step's sixteen rows as tensors would be
+            # a select each and a stack.
+            stacked = torch.from_numpy(np.array(frames, dtype=np.int64)).to(device)
             # The frame's input is the sum of its codes' embeddings: code 0 from the talker's table,
             # the rest from the predictor's.
             embedded = torch.cat((self.backbone.embed_tokens(stacked[:, :1]), self.predictor.embed_codes(stacked[:, 1:])),
@@ -159,7 +162,9 @@ class Qwen3Family(SpeechFamily):
             self._graph_emitter.sampler.seen.mark(states, first)
         rest = self.predictor.predict(head_out.hidden, self.backbone.embed_tokens(first),
                                       [s.depth_sampling for s in streams])
-        return torch.cat((first[:, None], rest), dim=1).tolist()
+        # NOTE: joined as lists: the engine reads them on the host anyway, and a concatenation
+        # of the two tensors first is two more dispatches a step.
+        return [[code] + codes for code, codes in zip(first.tolist(), rest.tolist())]
 
     def graph_emitter(self, max_rows: int) -> Qwen3GraphEmitter:
         self._graph_emitter = Qwen3GraphEmitter(self.backbone, self.predictor, self._code_0_ids, self.config.codec.eos,

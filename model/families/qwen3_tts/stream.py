@@ -42,6 +42,7 @@ class Qwen3Stream(StreamState):
         self.sampling = SamplingState(params, (), device=device)
         self.depth_sampling = SamplingState(sub_talker_params(params, defaults), (), device=device)
         self.frames = torch.empty(16, num_code_groups, dtype=torch.long)
+        self._last_codes: list[int] = []  # frame num_frames - 1's codes
         self.tts_pad = tts_pad
         # The text read at decode positions: the prompt's, then (live text) each piece extended.
         self.trailing = list(prompt.trailing_ids)
@@ -93,4 +94,11 @@ class Qwen3Stream(StreamState):
         # temporary tensor (2 against 8 us: the engine accepts one frame per stream per step).
         self.frames.numpy()[self.num_frames] = codes
         self.num_frames += 1
+        self._last_codes = list(codes)
         return self.frames[self.num_frames - 1 : self.num_frames]
+
+    def frame_codes(self, frame: int) -> list[int]:
+        """Frame `frame`'s codes as a list (a decode step reads the last one: kept as it came)."""
+        if frame == self.num_frames - 1:
+            return self._last_codes
+        return self.frames[frame].tolist()
