@@ -13,15 +13,21 @@ backbone and its output head (EngineStats.forward_seconds), `emit` the family's 
 stage (codec_seconds), `rest` the remainder: `inputs` (the family's embed, timed here) and `other`
 (scheduling, attention metadata, admission, bookkeeping). Where the family has a code predictor,
 `emit` splits further into its forwards (`predictor_forward`: CodePredictor._forward, the decoder
-layers and each code's head, as `forward` holds the talker's head), `sampling` (code 0's Sampler
-call, the predictor's SubStepSampler start and draws) and `emit_other` (the end-of-speech mask, the
-predictor's embeddings, the hand-back), and the probe counts its
-calls: `predictor_calls_per_step_min/max/mean` (forward calls per emitting step) and
-`predictor_rows_per_call` (streams per call). `not_forward_or_codec` is everything but model
-forwards (talker and predictor) and the codec; `beyond_talker_and_codec` counts the predictor's
-forwards in too. In a tree from before EngineStats.emit_seconds, `emit` is the probe's own timer
-of the family's emit. The probe wraps the family's methods on its instance only; its timers cost
-about a microsecond a call.
+layers and each code's head, as `forward` holds the talker's head), `predictor_inputs` (each
+sub-step's input: the code just drawn, looked up in its table: CodePredictor._lookup),
+`sampling` (code 0's Sampler call, the predictor's SubStepSampler start and draws) and
+`emit_other` (the end-of-speech mask, code 0's embedding, the hand-back), and the probe counts
+its calls: `predictor_calls_per_step_min/max/mean` (forward calls per emitting step) and
+`predictor_rows_per_call` (streams per call). `not_forward_or_codec` is everything but the
+forward calls (talker and predictor) and the codec; `not_model_or_codec` also leaves out the
+models' input embeddings (`inputs` and `predictor_inputs`), model compute that Chorus runs
+outside its forward calls (qwen-tts's talker forward sums the frame's code embeddings and its
+code predictor's forward embeds each code; the text projection runs before its decode loop):
+what is left is sampling and the engine's own work.
+`beyond_talker_and_codec` counts the predictor's forwards in too. In a tree from before
+EngineStats.emit_seconds, `emit` is the probe's own timer of the family's emit. The probe wraps
+the family's methods on its instance only; its timers cost about a microsecond a call (a second
+probe over the first moved `not_forward_or_codec` by less than its run-to-run scatter).
 """
 from __future__ import annotations
 
@@ -103,6 +109,8 @@ class StepProbe:
         self.calls_per_step: Counter[int] = Counter()  # predictor forward calls per predict call
         if predictor is not None and hasattr(predictor, "_forward") and hasattr(predictor, "predict"):
             forward = self.timers["predictor_forward"] = _Timed(predictor, "_forward")
+            if hasattr(predictor, "_lookup"):  # a tree from before the lookup was a call of its own has none
+                self.timers["predictor_inputs"] = _Timed(predictor, "_lookup")
             predict = predictor.predict
 
             def counted_predict(hidden, *args, **kwargs):
@@ -161,8 +169,12 @@ def step_split(stats_before: dict[str, float], stats_after: dict[str, float], pr
         pct["sampling"] = sampling
     if "predictor_forward" in probe_after["timers"]:
         calls, predictor_forward, _ = timer("predictor_forward")
-        pct |= {"predictor_forward": predictor_forward, "emit_other": emit - predictor_forward - sampling,
+        predictor_inputs = timer("predictor_inputs")[1]
+        pct |= {"predictor_forward": predictor_forward, "predictor_inputs": predictor_inputs,
+                "emit_other": emit - predictor_forward - predictor_inputs - sampling,
                 "not_forward_or_codec": rest + emit - predictor_forward}
+        # The forwards as the reference's forward() computes them: their input embeddings too.
+        pct["not_model_or_codec"] = pct["not_forward_or_codec"] - inputs - predictor_inputs
         per_step = probe_after["calls_per_step"] - probe_before["calls_per_step"]
         row_calls = probe_after["predictor_row_calls"] - probe_before["predictor_row_calls"]
         predicts = sum(per_step.values())
