@@ -11,6 +11,7 @@ import uuid
 from queue import Queue
 from typing import AsyncIterator, Callable
 
+from engine.allocator import core_preload, preloaded
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.core_loop import CORE_THREAD_NAME, core_process_main, queue_receiver, run_core_guarded
@@ -298,7 +299,8 @@ class EngineClient:
         self._process = ctx.Process(
             target=core_process_main, args=(self.config, child), name="chorus-engine-core", daemon=True
         )
-        self._process.start()
+        with preloaded(core_preload(self.config.allocator, self.config.model.torch_device.type)):
+            self._process.start()
         # Logged so `py-spy dump --pid` / `py-spy record --pid` can find the core directly.
         logger.info("engine core process started: pid %d", self._process.pid)
         child.close()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from capacity.config import CapacityConfig
+from engine.allocator import ALLOCATORS
 from engine.audio.config import StreamingConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
@@ -37,6 +38,9 @@ class EngineConfig:
     # non-zero, for systemd, Kubernetes or Ray to act). 0: never restart.
     max_core_restarts: int = 5
     restart_window_seconds: float = 300.0
+    # The core process's malloc (engine/allocator.py): `auto` preloads tcmalloc into a CPU core
+    # when the system has it, `tcmalloc` requires it, `system` keeps glibc's.
+    allocator: Literal["auto", "tcmalloc", "system"] = "auto"
 
     def core_threads(self) -> int | None:
         if self.num_threads is not None or self.model.torch_device.type != "cpu":
@@ -48,3 +52,5 @@ class EngineConfig:
             raise ValueError(f"mode must be 'process' or 'inproc', got {self.mode!r}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1 or None, got {self.num_threads}")
+        if self.allocator not in ALLOCATORS:
+            raise ValueError(f"allocator must be one of {ALLOCATORS}, got {self.allocator!r}")

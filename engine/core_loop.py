@@ -17,6 +17,7 @@ from typing import Callable
 import setproctitle
 import torch
 
+from engine.allocator import log_allocator
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.errors import RequestRejected
@@ -147,4 +148,5 @@ def core_process_main(config: EngineConfig, conn: Connection) -> None:
     threads = config.core_threads()
     if threads:
         torch.set_num_threads(threads)
+    log_allocator(config.model.torch_device.type)
     run_core_guarded(lambda: EngineCore(config), pipe_receiver(conn, os.getppid()), conn.send)
