@@ -7,6 +7,10 @@ alternating, on a quiet machine:
         PYTHONPATH=$t python -m benchmarks.core_speed --label $t >> runs.jsonl; done; done
     python -m benchmarks.core_speed --summarize runs.jsonl
 
+The core runs in this process, with the allocator this process started with (each run records
+it): a served CPU core runs under tcmalloc where the system has it (engine/allocator.py), so
+`LD_PRELOAD=libtcmalloc_minimal.so.4 python -m benchmarks.core_speed ...` measures what it runs.
+
 The step split, per stream count, over the timed rounds (percent of step time): `forward` the
 backbone and its output head (EngineStats.forward_seconds), `emit` the family's emit
 (emit_seconds: sampling, and a depth stage such as Qwen3-TTS's code predictor), `codec` the audio
@@ -271,7 +275,10 @@ def machine_info() -> dict:
         done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent)
         return done.stdout.strip() if done.returncode == 0 else None
 
+    from engine.allocator import allocator_in_use
+
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "allocator": allocator_in_use(),
             "cpus_usable": len(os.sched_getaffinity(0)), "load_average": os.getloadavg(),
             "python": platform.python_version(), "torch": torch.__version__,
             "commit": git("rev-parse", "--short", "HEAD"),
