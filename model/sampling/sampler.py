@@ -146,15 +146,13 @@ def warp(
 class WarpColumns:
     """`warp`'s per-row inputs in the shapes its ops take, made once for as many calls as the same
     rows come to (`Sampler` keeps them across a decode batch's steps). Invariant: row b holds
-    row b's temperature [B, 1], the sorted position of its k-th largest score [B, 1], and its top-p
-    cut-off in every column but the last [B, V], which holds -1 (the most likely token is never
-    dropped)."""
+    row b's temperature, the sorted position of its k-th largest score and its top-p cut-off,
+    each [B, 1]."""
 
     def __init__(self, temperature: Tensor, top_p_cutoff: Tensor, top_k: Tensor, vocab_size: int) -> None:
         self.temperature = temperature[:, None]
         self.kth_position = (vocab_size - top_k)[:, None]
-        self.top_p_cutoff = top_p_cutoff[:, None].repeat(1, vocab_size)
-        self.top_p_cutoff[:, -1] = -1.0
+        self.top_p_cutoff = top_p_cutoff[:, None]
 
 
 def warp_shaped(scores: Tensor, columns: WarpColumns, use_top_k: bool = True, use_top_p: bool = True) -> Tensor:
@@ -169,6 +167,7 @@ def warp_shaped(scores: Tensor, columns: WarpColumns, use_top_k: bool = True, us
         sorted_scores.masked_fill_(sorted_scores < kth_largest, float("-inf"))
     if use_top_p:
         drop = sorted_scores.softmax(dim=-1).cumsum_(dim=-1) <= columns.top_p_cutoff
+        drop[:, -1] = False  # the most likely token is never dropped
         sorted_scores.masked_fill_(drop, float("-inf"))
     return torch.empty_like(scores).scatter_(1, order, sorted_scores)
 
