@@ -80,10 +80,10 @@ def check_code_range(frames: Tensor, codebook_size: int) -> None:
     if not frames.numel():
         return
     if frames.device.type == "cpu" and frames.numel() <= _FEW_CODES and not frames.is_floating_point():
-        # A frame or two as the engine pushes them each step: Python's min and max over the
-        # values cost less than a reduction's dispatch and two reads of its results.
-        values = frames.flatten().tolist()
-        low, high = min(values), max(values)
+        # A frame or two as the engine pushes them each step ([n, G]): Python's min and max over
+        # the values cost less than a reduction's dispatch and two reads of its results.
+        rows = frames.tolist() if frames.dim() == 2 else [frames.flatten().tolist()]
+        low, high = min(map(min, rows)), max(map(max, rows))
     else:
         low, high = (int(bound) for bound in torch.aminmax(frames))  # one pass, one host sync
     if low < 0 or high >= codebook_size:

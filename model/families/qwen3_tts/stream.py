@@ -1,6 +1,7 @@
 """One Qwen3-TTS request's state between steps: its frames so far and its two samplers."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from model.families.base import StreamState
@@ -41,7 +42,7 @@ class Qwen3Stream(StreamState):
         super().__init__(prompt, params)
         self.sampling = SamplingState(params, (), device=device)
         self.depth_sampling = SamplingState(sub_talker_params(params, defaults), (), device=device)
-        self.frames = torch.empty(16, num_code_groups, dtype=torch.long)
+        self._set_frames(np.empty((16, num_code_groups), dtype=np.int64))
         self._last_codes: list[int] = []  # frame num_frames - 1's codes
         self.tts_pad = tts_pad
         # The text read at decode positions: the prompt's, then (live text) each piece extended.
@@ -85,14 +86,20 @@ class Qwen3Stream(StreamState):
         self.trailing.append(self.tts_pad)
         self.fills_in_a_row += 1
 
+    def _set_frames(self, codes: np.ndarray) -> None:
+        """`frames` and the NumPy array that owns its memory (`append_frame` writes there)."""
+        self._codes = codes
+        self.frames = torch.from_numpy(codes)
+
     def append_frame(self, codes: list[int]) -> torch.Tensor:
-        if self.num_frames == self.frames.shape[0]:
-            grown = torch.empty(2 * self.num_frames, self.frames.shape[1], dtype=torch.long)
-            grown[: self.num_frames] = self.frames
-            self.frames = grown
-        # NOTE: through a NumPy view of the same memory, a list of ints lands in the row without a
-        # temporary tensor (2 against 8 us: the engine accepts one frame per stream per step).
-        self.frames.numpy()[self.num_frames] = codes
+        if self.num_frames == len(self._codes):
+            grown = np.empty((2 * self.num_frames, self._codes.shape[1]), dtype=np.int64)
+            grown[: self.num_frames] = self._codes
+            self._set_frames(grown)
+        # NOTE: through the NumPy array, a list of ints lands in the row without a temporary tensor
+        # and without a `Tensor.numpy()` call (a detach) per frame: the engine accepts one frame
+        # per stream per step.
+        self._codes[self.num_frames] = codes
         self.num_frames += 1
         self._last_codes = list(codes)
         return self.frames[self.num_frames - 1 : self.num_frames]
