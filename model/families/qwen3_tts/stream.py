@@ -43,7 +43,6 @@ class Qwen3Stream(StreamState):
         self.sampling = SamplingState(params, (), device=device)
         self.depth_sampling = SamplingState(sub_talker_params(params, defaults), (), device=device)
         self._set_frames(np.empty((16, num_code_groups), dtype=np.int64))
-        self._last_codes: list[int] = []  # frame num_frames - 1's codes
         self.tts_pad = tts_pad
         # The text read at decode positions: the prompt's, then (live text) each piece extended.
         self.trailing = list(prompt.trailing_ids)
@@ -101,11 +100,8 @@ class Qwen3Stream(StreamState):
         # per stream per step.
         self._codes[self.num_frames] = codes
         self.num_frames += 1
-        self._last_codes = list(codes)
         return self.frames[self.num_frames - 1 : self.num_frames]
 
     def frame_codes(self, frame: int) -> list[int]:
-        """Frame `frame`'s codes as a list (a decode step reads the last one: kept as it came)."""
-        if frame == self.num_frames - 1:
-            return self._last_codes
-        return self.frames[frame].tolist()
+        """Frame `frame`'s codes as a list (read from the NumPy array: no tensor call per row)."""
+        return self._codes[frame].tolist()
