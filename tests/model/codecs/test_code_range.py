@@ -20,6 +20,16 @@ def test_codes_outside_the_codebook_are_refused_on_either_path(rows):
     check_code_range(codes[:0], 64)  # nothing to check
 
 
+@pytest.mark.parametrize("shape", [(16,), (2, 3, 16)])  # not [n, G]: read flat, still in Python
+def test_codes_of_other_shapes_are_checked_too(shape):
+    codes = torch.randint(0, 64, shape)
+    check_code_range(codes, 64)
+    wrong = codes.clone()
+    wrong.view(-1)[-1] = 64
+    with pytest.raises(ValueError, match=r", 64\]"):
+        check_code_range(wrong, 64)
+
+
 def test_float_codes_take_the_reduction_so_nan_is_refused():
     check_code_range(torch.tensor([[1.0, 2.0]]), 4)
     with pytest.raises(ValueError):
