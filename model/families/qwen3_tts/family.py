@@ -60,6 +60,8 @@ class Qwen3Family(SpeechFamily):
         suppressed[config.codec.eos] = False
         self._code_0_ids = (~suppressed).nonzero()[:, 0].to(self._device)
         self._graph_emitter: Qwen3GraphEmitter | None = None
+        self._tts_pad = config.text.tts_pad
+        self._pad_track = pad_text_track(config, text, backbone.dtype)
 
     @property
     def max_model_len(self) -> int:
@@ -112,13 +114,16 @@ class Qwen3Family(SpeechFamily):
                 vectors: list[Tensor], vector_rows: list[int]) -> Tensor:
         device, dtype = self._device, self.backbone.dtype
         rows = len(text_ids)
-        text = torch.tensor(text_ids, dtype=torch.long, device=device)
         # NOTE: a decode step's rows all read text and a frame: the sums then start from the text
         # track and add the frames in place (what adding into zeros at every row computes, in
-        # fewer calls than the index adds a prompt's mixed rows need).
-        if NO_TEXT not in text_ids:
-            out = self.text(text).to(dtype)
+        # fewer calls than the index adds a prompt's mixed rows need). Once a whole text is in the
+        # prompt, every decode row reads tts_pad, whose track is a constant (see pad_text_track).
+        if text_ids.count(self._tts_pad) == rows:
+            out = self._pad_track.repeat(rows, 1)
+        elif NO_TEXT not in text_ids:
+            out = self.text(torch.tensor(text_ids, device=device)).to(dtype)
         else:
+            text = torch.tensor(text_ids, device=device)
             out = torch.zeros(rows, self.backbone.hidden_size, dtype=dtype, device=device)
             has_text = (text != NO_TEXT).nonzero()[:, 0]
             if len(has_text):
@@ -192,3 +197,14 @@ class Qwen3Family(SpeechFamily):
         if output[0] in self._stop_ids:
             return FrameUpdate(finished=True)
         return FrameUpdate(frames=stream.append_frame(output))
+
+
+def pad_text_track(config: Qwen3TtsConfig, text: TextProjection, dtype: torch.dtype) -> Tensor:
+    """The text track of tts_pad [1, H]: what every decode position reads once its text has been
+    read (a whole text's prompt holds all of it, so every decode position does). Projected once, as
+    the reference's generate projects it (tts_bos, tts_eos and tts_pad in one call, keeping the
+    pad's row), rather than through the text MLP at every step."""
+    ids = config.text
+    with torch.no_grad():
+        specials = torch.tensor([ids.tts_bos, ids.tts_eos, ids.tts_pad], device=text.embedding.weight.device)
+        return text(specials)[2:].to(dtype)
