@@ -25,8 +25,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
+# vLLM-Omni's speech route, for the test of the Qwen3-TTS GPU run's peer (benchmarks/vllm_omni_peer.py):
+# its wheel without dependencies, in a folder of its own that nothing imports as a package; the test
+# loads its request model from there. vLLM itself is a GPU install, never this venv's.
+VLLM_OMNI_PEER := $(VENV)/peers/vllm-omni-0.26.0
+
+$(VLLM_OMNI_PEER)/.installed: $(BIN)/python
+	$(BIN)/pip install --quiet --no-deps --target $(VLLM_OMNI_PEER) vllm-omni==0.26.0
+	touch $@
+
 install: $(VENV)/.installed
-install-dev: $(VENV)/.installed-dev
+install-dev: $(VENV)/.installed-dev $(VLLM_OMNI_PEER)/.installed
 
 serve: install
 	$(BIN)/chorus serve --host $(HOST) --port $(PORT) --model $(MODEL)

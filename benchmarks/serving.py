@@ -10,6 +10,10 @@ Same texts (the 30 eval sentences and 10 paragraphs, cycled), same client
     python -m benchmarks.serving              # full run, ~25 min on the 2-core machine
     python -m benchmarks.serving --quick      # levels 1 and 2, a small burst, pcm: the smoke test
 
+For Qwen3-TTS on a GPU, `--systems chorus vllm-omni --model <folder or random-qwen3-*> --voice
+vivian` measures Chorus beside vLLM-Omni's own server on the same checkpoint folder
+(benchmarks/vllm_omni_peer.py; vLLM and vLLM-Omni installed, benchmarks/GPU_RUN.md).
+
 Per system: closed-loop levels (`--concurrency`, `--level-seconds` each, then at most
 `--drain-seconds`), paced listeners (`--paced`: each listener asks for its next reply once the
 last has played out, the figure an operator sizes by), Poisson arrivals and bursts sized from the
@@ -40,13 +44,16 @@ from benchmarks.peers import piper_driver, piper_sentence_driver, piper_sentence
 from benchmarks.server_process import ServerProcess, chorus_server, free_port
 from benchmarks.serving_metrics import PACED_CRITERIA, SERVING_CRITERIA, level_summary, serving_capacity
 from benchmarks.trace import RequestTrace, percentile
+from benchmarks.vllm_omni_peer import vllm_omni_driver, vllm_omni_server
 from benchmarks.workloads import RunResult, burst, closed_loop, paced, poisson
 from evaluation import eval_sentences, paragraphs
 
-SYSTEMS = ("chorus", "piper", "piper-sentences")
+SYSTEMS = ("chorus", "piper", "piper-sentences", "vllm-omni")
+# A run without --systems: the built-in voice and its peers (vLLM-Omni serves Qwen3-TTS, on a GPU).
+DEFAULT_SYSTEMS = ("chorus", "piper", "piper-sentences")
 # What each peer answers (Piper's server: WAV files only); Chorus's formats in the input-length
 # run are `--input-formats`.
-PEER_FORMATS = {"piper": ("wav",), "piper-sentences": ("pcm",)}
+PEER_FORMATS = {"piper": ("wav",), "piper-sentences": ("pcm",), "vllm-omni": ("pcm",)}
 MIN_POISSON_REQUESTS = 20
 # Seconds of load: too short for Poisson arrivals to say anything, so none.
 QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, poisson_fractions=[],
@@ -66,6 +73,8 @@ def workload(voice: str) -> list[BenchRequest]:
 def start_server(system: str, args: argparse.Namespace) -> ServerProcess:
     if system == "chorus":
         return chorus_server(args.model, free_port(), args.server_flags.split())
+    if system == "vllm-omni":
+        return vllm_omni_server(checkpoint_folder(args.model), free_port(), args.vllm_omni_flags.split())
     return piper_server(free_port()) if system == "piper" else piper_sentence_server(free_port())
 
 
@@ -75,7 +84,16 @@ def driver_factory(system: str, server: ServerProcess, args: argparse.Namespace)
         return lambda _: piper_driver(server.base_url)
     if system == "piper-sentences":
         return lambda _: piper_sentence_driver(server.base_url)
+    if system == "vllm-omni":
+        return lambda _: vllm_omni_driver(server.base_url, str(checkpoint_folder(args.model)))
     return lambda response_format: chorus_driver(server.base_url, args.model, response_format)
+
+
+def checkpoint_folder(model: str) -> Path:
+    """The folder `chorus serve --model <model>` loads: a peer serves the very same files."""
+    from model.loader import resolve_model_path
+
+    return resolve_model_path(model)
 
 
 def level_record(load: float, result: RunResult, settle_s: float, cpu: dict) -> dict:
@@ -168,12 +186,14 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(DEFAULT_SYSTEMS),
                         help="in this order; the first one's capacity sizes the Poisson rates and bursts of all")
     parser.add_argument("--model", default="joe", help="the model `chorus serve` loads (Piper always serves joe's teacher)")
     parser.add_argument("--voice", default="joe")
     parser.add_argument("--server-flags", default="",
                         help="more `chorus serve` flags, one string (A/B runs), e.g. \"--num-threads 2\"")
+    parser.add_argument("--vllm-omni-flags", default="",
+                        help="more `vllm serve <folder> --omni` flags, one string (e.g. its Qwen3-TTS --deploy-config)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--level-seconds", type=float, default=20.0, help="how long clients keep sending per level")
     parser.add_argument("--drain-seconds", type=float, default=15.0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from benchmarks.plot import plot_serving
@@ -12,7 +12,8 @@ from benchmarks.report import machine_line, write_markdown, write_report_json
 from benchmarks.throughput import machine_info
 
 NAMES = {"chorus": "Chorus (`chorus serve --model {model}`)", "piper": "Piper (`piper.http_server`, same voice)",
-         "piper-sentences": "Piper's voice sentence by sentence (`benchmarks/piper_sentence_server.py`, 2 threads)"}
+         "piper-sentences": "Piper's voice sentence by sentence (`benchmarks/piper_sentence_server.py`, 2 threads)",
+         "vllm-omni": "vLLM-Omni (`vllm serve <folder> --omni`, the same checkpoint folder)"}
 
 
 def _ms(value: float | None) -> str:
@@ -142,11 +143,28 @@ def target_table(checks: list[dict]) -> list[str]:
         for c in checks]
 
 
+# The package each peer system runs, whose version the results record.
+PEER_PACKAGES = {"piper": "piper-tts", "piper-sentences": "piper-tts", "vllm-omni": "vllm-omni"}
+
+
+def peer_versions(report: dict) -> dict[str, str]:
+    """The installed version of each measured peer's package (a GPU image has no Piper, a CPU
+    one no vLLM-Omni: only what ran is asked for)."""
+    packages = {PEER_PACKAGES[s["system"]] for s in report["systems"] if s["system"] in PEER_PACKAGES}
+    found = {}
+    for package in sorted(packages):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
 def write_serving_results(report: dict, command: str, started_at: datetime, out: Path, plot: bool = True,
                           load_before: tuple[float, float, float] | None = None) -> dict[str, Path]:
     """`load_before`: the load average as the run started (machine_info's is taken now, at its end)."""
     machine = machine_info() | {"load_average": load_before or os.getloadavg(), "load_average_after": os.getloadavg(),
-                                "piper_tts": version("piper-tts"),
+                                "peers": peer_versions(report),
                                 "note": "shared machine: other jobs may have run beside this one"}
     report = {"date": started_at.isoformat(timespec="seconds"), "command": command, "machine": machine, **report}
     report["targets"] = targets(report)
@@ -156,7 +174,7 @@ def write_serving_results(report: dict, command: str, started_at: datetime, out:
     paced = ", ".join(f"{s['system']} {s['paced_capacity']:g}" for s in report["systems"] if s.get("paced_capacity") is not None)
     lines = [
         f"# Serving benchmark, {report['date']}", "", f"`{command}`", "",
-        machine_line(machine, f"piper-tts {machine['piper_tts']}"), "",
+        machine_line(machine, ", ".join(f"{name} {v}" for name, v in machine["peers"].items()) or "no peer"), "",
         f"Over HTTP on 127.0.0.1, each server alone on the machine: {', '.join(NAMES[s['system']].format(model=work.get('model', 'joe')) for s in report['systems'])}. "
         f"{work['texts']} texts cycled (30 eval sentences, 10 paragraphs), voice `{work['voice']}`; closed-loop levels of "
         f"{work['level_seconds']:g} s, then up to {work['drain_seconds']:g} s to finish (requests still open count as "

@@ -1,0 +1,84 @@
+"""The Qwen3-TTS GPU run's peer (benchmarks/vllm_omni_peer.py): what the serving benchmark sends
+vLLM-Omni is what vLLM-Omni 0.26.0's speech route takes as a raw PCM stream, checked against that
+release's own request model (`make install-dev` puts its wheel, without dependencies, in
+.venv/peers/), and its server is started on the checkpoint folder Chorus loads."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from benchmarks import serving, vllm_omni_peer
+from benchmarks.serving import DEFAULT_SYSTEMS, checkpoint_folder, parse_args, workload
+from benchmarks.serving_report import peer_versions
+from benchmarks.vllm_omni_peer import VLLM_OMNI_REQUIREMENTS, vllm_omni_body, vllm_omni_command
+
+PROTOCOL = Path(sys.prefix) / "peers" / "vllm-omni-0.26.0" / "vllm_omni/entrypoints/openai/protocol/audio.py"
+
+
+@pytest.fixture(scope="module")
+def speech_request_model():
+    """vLLM-Omni 0.26.0's OpenAICreateSpeechRequest, from its own file (which imports only pydantic
+    and numpy: the package itself would import vLLM)."""
+    if not PROTOCOL.is_file():
+        pytest.skip(f"vLLM-Omni's wheel is not at {PROTOCOL.parents[3]}: `make install-dev` puts it there")
+    spec = importlib.util.spec_from_file_location("vllm_omni_speech_protocol", PROTOCOL)
+    module = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings():  # its own pydantic deprecations, not this project's
+        warnings.simplefilter("ignore", DeprecationWarning)
+        spec.loader.exec_module(module)
+    return module.OpenAICreateSpeechRequest
+
+
+def test_every_workload_body_is_a_raw_pcm_stream_to_vllm_omni(speech_request_model):
+    folder = "/models/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    for request in workload("vivian"):
+        parsed = speech_request_model.model_validate(vllm_omni_body(request, folder))
+        assert parsed.is_raw_audio_stream() and not parsed.is_sse_stream()  # bytes, not SSE events
+        assert (parsed.model, parsed.input, parsed.voice) == (folder, request.text, "vivian")
+        assert parsed.response_format == "pcm" and parsed.speed == 1.0 and parsed.language is None
+
+
+def test_the_request_model_refuses_what_the_route_refuses(speech_request_model):
+    # The check above can fail: a streamed format other than pcm or wav is refused there.
+    body = vllm_omni_body(workload("vivian")[0], "/models/x") | {"response_format": "mp3"}
+    with pytest.raises(ValueError, match="pcm"):
+        speech_request_model.model_validate(body)
+
+
+def test_the_server_command_is_vllm_omnis_own_on_the_folder(monkeypatch):
+    monkeypatch.setattr(vllm_omni_peer.shutil, "which", lambda name: f"/opt/venv/bin/{name}")
+    command = vllm_omni_command(Path("/models/q"), 8091, ["--deploy-config", "qwen3_tts.yaml"])
+    assert command == ["/opt/venv/bin/vllm", "serve", "/models/q", "--omni", "--trust-remote-code",
+                       "--host", "127.0.0.1", "--port", "8091", "--deploy-config", "qwen3_tts.yaml"]
+
+
+def test_without_vllm_the_run_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(vllm_omni_peer.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match=" ".join(VLLM_OMNI_REQUIREMENTS)):
+        vllm_omni_command(Path("/models/q"), 8091)
+
+
+def test_the_peer_serves_the_folder_chorus_loads(chorus_cache):
+    args = parse_args(["--systems", "chorus", "vllm-omni", "--model", "tiny-random-qwen3", "--voice", "vivian",
+                       "--vllm-omni-flags", "--max-num-seqs 64"])
+    assert args.systems == ["chorus", "vllm-omni"] and args.vllm_omni_flags.split() == ["--max-num-seqs", "64"]
+    folder = checkpoint_folder(args.model)
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen3_tts"
+    assert serving.PEER_FORMATS["vllm-omni"] == ("pcm",)
+    # A run that names no systems is the built-in voice's: no GPU peer.
+    assert parse_args([]).systems == list(DEFAULT_SYSTEMS) and "vllm-omni" not in DEFAULT_SYSTEMS
+
+
+def test_the_results_name_the_version_of_each_peer_that_ran():
+    def report(*systems: str) -> dict:
+        return {"systems": [{"system": system} for system in systems]}
+
+    assert peer_versions(report("chorus")) == {}
+    # A GPU image need not have Piper, nor this venv vLLM-Omni (its wheel lies outside the path).
+    assert peer_versions(report("chorus", "vllm-omni")) == {"vllm-omni": "not installed"}
+    assert set(peer_versions(report("chorus", "piper", "piper-sentences"))) == {"piper-tts"}
