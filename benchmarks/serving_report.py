@@ -119,10 +119,31 @@ def targets(report: dict) -> list[dict]:
         checks.append(("capacity ÷ Piper's capacity", (float("inf") if cap else None) if pcap == 0 else cap / pcap, ">=", 8.0))
         p95 = [{lv["load"]: lv["ttfa_p95"] for lv in s["closed_loop"]}.get(8) for s in (chorus, piper)]
         checks.append(("TTFA p95 at 8 streams ÷ Piper's", p95[0] / p95[1] if None not in p95 else None, "<=", 0.1))
+    if chorus and by_name.get("vllm-omni"):
+        checks += peer_latency_checks(chorus, by_name["vllm-omni"], "vLLM-Omni")
     # NOTE: JSON has no infinity: a ratio over a capacity of 0 is written as the string "inf".
     return [{"target": name, "value": "inf" if value == float("inf") else value, "bound": f"{op} {bound:g}",
              "met": None if value is None else (value >= bound if op == ">=" else value <= bound)}
             for name, value, op, bound in checks]
+
+
+def peer_latency_checks(chorus: dict, peer: dict, name: str) -> list[tuple[str, float | None, str, float]]:
+    """Chorus against a peer serving the same checkpoint (issue 29: vLLM-Omni's figures are the ones
+    to beat): at each closed-loop level both ran, TTFA p50 and p95 as Chorus's ÷ the peer's (≤ 1),
+    and at the highest such level the audio served per wall second, Chorus's ÷ the peer's (≥ 1)."""
+    ours, theirs = ({lv["load"]: lv for lv in s["closed_loop"]} for s in (chorus, peer))
+    loads = sorted(set(ours) & set(theirs))
+    checks: list[tuple[str, float | None, str, float]] = []
+    for load in loads:
+        for figure, label in (("ttfa_p50", "p50"), ("ttfa_p95", "p95")):
+            mine, other = ours[load][figure], theirs[load][figure]
+            checks.append((f"TTFA {label} at {load:g} streams ÷ {name}'s",
+                           mine / other if mine is not None and other else None, "<=", 1.0))
+    if loads:
+        mine, other = (side[loads[-1]]["audio_s_per_wall_s"] for side in (ours, theirs))
+        checks.append((f"audio s per wall s at {loads[-1]:g} streams ÷ {name}'s", mine / other if other else None,
+                       ">=", 1.0))
+    return checks
 
 
 _BURST_CHECKS = (("burst 4× capacity: 5xx + dropped connections", "<=", 0),

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import serving, vllm_omni_peer
 from benchmarks.serving import DEFAULT_SYSTEMS, checkpoint_folder, parse_args, workload
-from benchmarks.serving_report import peer_versions
+from benchmarks.serving_report import peer_versions, targets
 from benchmarks.vllm_omni_peer import VLLM_OMNI_REQUIREMENTS, vllm_omni_body, vllm_omni_command
 
 PROTOCOL = Path(sys.prefix) / "peers" / "vllm-omni-0.26.0" / "vllm_omni/entrypoints/openai/protocol/audio.py"
@@ -82,3 +82,21 @@ def test_the_results_name_the_version_of_each_peer_that_ran():
     # A GPU image need not have Piper, nor this venv vLLM-Omni (its wheel lies outside the path).
     assert peer_versions(report("chorus", "vllm-omni")) == {"vllm-omni": "not installed"}
     assert set(peer_versions(report("chorus", "piper", "piper-sentences"))) == {"piper-tts"}
+
+
+def test_the_results_hold_chorus_against_vllm_omni_at_each_level_both_ran():
+    def system(name: str, levels: dict[int, tuple[float, float, float]]) -> dict:
+        closed = [{"load": load, "ttfa_p50": p50, "ttfa_p95": p95, "audio_s_per_wall_s": rate}
+                  for load, (p50, p95, rate) in levels.items()]
+        return {"system": name, "closed_loop": closed, "capacity_streams": 0, "input_length": [],
+                "loads": {"burst_multiples": []}, "bursts": []}
+
+    chorus = system("chorus", {1: (0.05, 0.08, 1.0), 8: (0.30, 0.60, 7.0), 64: (1.2, 2.0, 40.0)})
+    omni = system("vllm-omni", {1: (0.071, 0.09, 1.0), 8: (0.287, 0.5, 7.5)})  # no 64-stream level
+    checks = {c["target"]: c for c in targets({"systems": [chorus, omni]})}
+    assert checks["TTFA p50 at 1 streams ÷ vLLM-Omni's"]["met"] is True
+    assert checks["TTFA p50 at 8 streams ÷ vLLM-Omni's"]["value"] == pytest.approx(0.30 / 0.287)
+    assert checks["TTFA p95 at 8 streams ÷ vLLM-Omni's"]["met"] is False
+    assert checks["audio s per wall s at 8 streams ÷ vLLM-Omni's"]["value"] == pytest.approx(7.0 / 7.5)
+    assert not [name for name in checks if "64 streams" in name]  # a level only one side ran
+    assert not [name for name in targets({"systems": [chorus]}) if "vLLM-Omni" in name["target"]]
