@@ -85,7 +85,7 @@ def driver_factory(system: str, server: ServerProcess, args: argparse.Namespace)
     if system == "piper-sentences":
         return lambda _: piper_sentence_driver(server.base_url)
     if system == "vllm-omni":
-        return lambda _: vllm_omni_driver(server.base_url, str(checkpoint_folder(args.model)))
+        return lambda _: vllm_omni_driver(server.base_url, checkpoint_folder(args.model))
     return lambda response_format: chorus_driver(server.base_url, args.model, response_format)
 
 

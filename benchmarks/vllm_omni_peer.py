@@ -9,7 +9,8 @@ vllm_omni/entrypoints/openai/protocol/audio.py, and `create_speech` in serving_s
 
     POST /v1/audio/speech {"model": <folder>, "input": ..., "voice": ..., "response_format": "pcm",
                            "stream_format": "audio"}
-    → 200, 16-bit mono PCM at 24 kHz, each codec chunk sent as soon as it is decoded
+    → 200, 16-bit mono PCM at the codec's rate (24 kHz for the released checkpoints), each codec
+      chunk sent as soon as it is decoded
       ("stream": true alone would select its SSE events; "stream_format": "audio" the raw bytes)
     GET /health → 200 once the engine is up
 
@@ -28,8 +29,6 @@ from benchmarks.http_drivers import HttpDriver
 from benchmarks.server_process import HOST, ServerProcess
 
 VLLM_OMNI_REQUIREMENTS = ("vllm==0.26.0", "vllm-omni==0.26.0")
-# Qwen3-TTS's 12 Hz codec decodes to 24 kHz; vLLM-Omni streams it as it is.
-SAMPLE_RATE = 24000
 # Loading a checkpoint, profiling memory and capturing its graphs takes minutes on a first start.
 STARTUP_TIMEOUT_S = 1200.0
 
@@ -56,6 +55,15 @@ def vllm_omni_body(request: BenchRequest, model: str) -> dict:
             "stream_format": "audio"}
 
 
-def vllm_omni_driver(base_url: str, model: str) -> HttpDriver:
-    return HttpDriver("vllm-omni pcm", base_url, "/v1/audio/speech", lambda request: vllm_omni_body(request, model),
-                      PcmBody, SAMPLE_RATE)
+def codec_sample_rate(folder: Path) -> int:
+    """The rate vLLM-Omni streams `folder`'s audio at: its 12 Hz codec's output, unresampled."""
+    from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
+    from model.families.qwen3_tts.config import CODEC_FOLDER
+
+    return Qwen3CodecConfig.from_folder(folder / CODEC_FOLDER).sample_rate
+
+
+def vllm_omni_driver(base_url: str, folder: Path) -> HttpDriver:
+    """The client of `vllm serve <folder>`: its served model name is the folder as given."""
+    return HttpDriver("vllm-omni pcm", base_url, "/v1/audio/speech",
+                      lambda request: vllm_omni_body(request, str(folder)), PcmBody, codec_sample_rate(folder))

@@ -15,7 +15,7 @@ import pytest
 from benchmarks import serving, vllm_omni_peer
 from benchmarks.serving import DEFAULT_SYSTEMS, checkpoint_folder, parse_args, workload
 from benchmarks.serving_report import peer_versions, targets
-from benchmarks.vllm_omni_peer import VLLM_OMNI_REQUIREMENTS, vllm_omni_body, vllm_omni_command
+from benchmarks.vllm_omni_peer import VLLM_OMNI_REQUIREMENTS, vllm_omni_body, vllm_omni_command, vllm_omni_driver
 
 PROTOCOL = Path(sys.prefix) / "peers" / "vllm-omni-0.26.0" / "vllm_omni/entrypoints/openai/protocol/audio.py"
 
@@ -70,6 +70,9 @@ def test_the_peer_serves_the_folder_chorus_loads(chorus_cache):
     folder = checkpoint_folder(args.model)
     assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen3_tts"
     assert serving.PEER_FORMATS["vllm-omni"] == ("pcm",)
+    # Its client counts samples at the folder's codec rate (the test model's codec: 8 kHz).
+    driver = vllm_omni_driver("http://127.0.0.1:8091", folder)
+    assert driver.sample_rate == 8000 and driver.request_body(workload("vivian")[0])["model"] == str(folder)
     # A run that names no systems is the built-in voice's: no GPU peer.
     assert parse_args([]).systems == list(DEFAULT_SYSTEMS) and "vllm-omni" not in DEFAULT_SYSTEMS
 
