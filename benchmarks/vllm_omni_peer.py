@@ -58,9 +58,9 @@ def vllm_omni_body(request: BenchRequest, model: str) -> dict:
 def codec_sample_rate(folder: Path) -> int:
     """The rate vLLM-Omni streams `folder`'s audio at: its 12 Hz codec's output, unresampled."""
     from model.codecs.qwen3_12hz_config import Qwen3CodecConfig
-    from model.families.qwen3_tts.config import CODEC_FOLDER
+    from model.families.qwen3_tts.loading import resolve_codec_path
 
-    return Qwen3CodecConfig.from_folder(folder / CODEC_FOLDER).sample_rate
+    return Qwen3CodecConfig.from_folder(resolve_codec_path(folder, None)).sample_rate
 
 
 def vllm_omni_driver(base_url: str, folder: Path) -> HttpDriver:
