@@ -50,6 +50,9 @@ class _Stream:
     `tail` holds the samples decoded just past `emitted`, to be blended into the next chunk."""
 
     frames: Tensor | None = None
+    # Frames pushed since `frames` was last read, joined onto it by `held` (one concatenation per
+    # read, not one per pushed frame: a decode step pushes one frame per stream).
+    pending: list[Tensor] = field(default_factory=list)
     base: int = 0
     received: int = 0
     emitted: int = 0
@@ -66,6 +69,13 @@ class _Stream:
     # No frame will come until something outside the engine arrives (live text): everything
     # decodable leaves now rather than when its listener runs low. New frames end it.
     draining: bool = False
+
+    def held(self) -> Tensor:
+        """Frames [base, received)."""
+        if self.pending:
+            self.frames = torch.cat(self.pending if self.frames is None else [self.frames, *self.pending])
+            self.pending.clear()
+        return self.frames
 
 
 @dataclass(slots=True)
@@ -200,13 +210,15 @@ class StreamingDecoder:
         self._streams[stream_id] = _Stream(listener=listener or Listener())
 
     def push(self, stream_id: Hashable, frames: Tensor) -> None:
+        """Queues `frames` [n, *frame_shape] after the stream's earlier ones. They are held as
+        given, not copied, until they are decoded: the caller never writes to them again."""
         stream = self._streams[stream_id]
         if stream.finished:
             raise ValueError(f"stream {stream_id!r} is finished; no more frames may come")
         self.codec.check_frames(frames, leading_dims=1)
         if frames.requires_grad or frames.dtype != self.codec.frame_dtype:  # as they come, usually
             frames = frames.detach().to(self.codec.frame_dtype)
-        stream.frames = frames if stream.frames is None else torch.cat([stream.frames, frames])
+        stream.pending.append(frames)
         stream.received += frames.shape[0]
         stream.draining = False
         self._produced += frames.shape[0]
@@ -472,7 +484,7 @@ class StreamingDecoder:
 
     @staticmethod
     def _frames(stream: _Stream, first: int, stop: int) -> Tensor:
-        return stream.frames[first - stream.base : stop - stream.base]
+        return stream.held()[first - stream.base : stop - stream.base]
 
     def _emit(self, window: _Window, samples: np.ndarray) -> StreamChunk:
         stream = self._streams[window.stream_id]
@@ -493,6 +505,6 @@ class StreamingDecoder:
             keep = max(0, window.end - self.config.left_context_frames)
             if self.incremental is not None:
                 keep = min(keep, stream.fed)  # frames not fed yet are still to be decoded
-            stream.frames = stream.frames[keep - stream.base :]
+            stream.frames = stream.held()[keep - stream.base :]
             stream.base = keep
         return StreamChunk(pcm, window.is_last, window.start, window.end)

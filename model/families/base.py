@@ -74,7 +74,8 @@ class SpeechPrompt:
 @dataclass(slots=True)
 class FrameUpdate:
     """What one accepted output contributed: zero or more complete frames, and whether the
-    stream has ended by itself (stop token, or all frames known in advance produced)."""
+    stream has ended by itself (stop token, or all frames known in advance produced). The audio
+    stage holds `frames` as they are until it decodes them: nothing writes to them afterwards."""
 
     frames: torch.Tensor | None = None
     finished: bool = False
