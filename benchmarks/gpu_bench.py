@@ -42,39 +42,42 @@ TINY_PLAN = dict(shape=TINY, attention="torch", decode_batches=(1, 8), decode_co
 def time_decode_steps(backbone: torch.nn.Module, plan: Plan) -> list[dict]:
     """Per batch size: median time of one decode step (backbone + LM head) over a random KV cache with
     `decode_context` cached tokens per sequence, and its floor (weight bytes + live KV bytes) / HBM rate."""
+    rows = []
+    for batch in plan.decode_batches:
+        rows.append(_time_decode_step(backbone, plan, batch))
+        if plan.device.type == "cuda":
+            torch.cuda.empty_cache()  # the batch's KV cache and graphs went with its call
+    return rows
+
+
+def _time_decode_step(backbone: torch.nn.Module, plan: Plan, batch: int) -> dict:
     from engine.runner.decode_graphs import DecodeGraphs
 
     config, device, bs = backbone.config, plan.device, plan.block_size
     weight_bytes = sum(p.numel() * p.element_size() for p in backbone.parameters())
     dtype = next(backbone.parameters()).dtype
     blocks_per_seq = -(-(plan.decode_context + 1) // bs)
-    rows = []
-    for batch in plan.decode_batches:
-        caches = [torch.randn(2, batch * blocks_per_seq, bs, config.num_key_value_heads, config.head_dim,
-                              device=device, dtype=dtype) for _ in backbone.layers]
-        tables = [list(range(i * blocks_per_seq, (i + 1) * blocks_per_seq)) for i in range(batch)]
-        meta = AttentionMetadata.build([1] * batch, [plan.decode_context] * batch, tables, bs, device=device)
-        embeds = torch.randn(batch, config.hidden_size, device=device, dtype=dtype)
-        positions = torch.full((batch,), plan.decode_context, device=device)
-        if plan.tiny:
-            def step():
-                return backbone.compute_logits(backbone.forward(embeds, positions, caches, meta))
-        else:
-            graphs = DecodeGraphs(backbone, caches, bs, [batch], plan.decode_context + 1)
-            graphs.capture()
+    caches = [torch.randn(2, batch * blocks_per_seq, bs, config.num_key_value_heads, config.head_dim,
+                          device=device, dtype=dtype) for _ in backbone.layers]
+    tables = [list(range(i * blocks_per_seq, (i + 1) * blocks_per_seq)) for i in range(batch)]
+    meta = AttentionMetadata.build([1] * batch, [plan.decode_context] * batch, tables, bs, device=device)
+    embeds = torch.randn(batch, config.hidden_size, device=device, dtype=dtype)
+    positions = torch.full((batch,), plan.decode_context, device=device)
+    if plan.tiny:
+        def step():
+            return backbone.compute_logits(backbone.forward(embeds, positions, caches, meta))
+    else:
+        graphs = DecodeGraphs(backbone, caches, bs, [batch], plan.decode_context + 1)
+        graphs.capture()
 
-            def step():
-                return backbone.compute_logits(graphs.run(embeds, positions, meta))
-        seconds = _median_seconds(step, plan.device, repeats=5 if plan.tiny else 30)
-        kv_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim \
-            * torch.empty((), dtype=dtype).element_size() * batch * (plan.decode_context + 1)
-        floor = (weight_bytes + kv_bytes) / HBM_BYTES_PER_S
-        rows.append(dict(batch=batch, step_ms=1e3 * seconds, floor_ms=1e3 * floor, ratio=seconds / floor,
-                         weight_gb=weight_bytes / 1e9, kv_gb=kv_bytes / 1e9))
-        del caches
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    return rows
+        def step():
+            return backbone.compute_logits(graphs.run(embeds, positions, meta))
+    seconds = _median_seconds(step, plan.device, repeats=5 if plan.tiny else 30)
+    kv_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim \
+        * torch.empty((), dtype=dtype).element_size() * batch * (plan.decode_context + 1)
+    floor = (weight_bytes + kv_bytes) / HBM_BYTES_PER_S
+    return dict(batch=batch, step_ms=1e3 * seconds, floor_ms=1e3 * floor, ratio=seconds / floor,
+                weight_gb=weight_bytes / 1e9, kv_gb=kv_bytes / 1e9)
 
 
 @torch.inference_mode()
