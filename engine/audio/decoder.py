@@ -46,8 +46,9 @@ class StreamChunk:
 
 @dataclass(slots=True)
 class _Stream:
-    """Frames [base, received) are held; audio of frames [0, emitted) has been returned, and
-    `tail` holds the samples decoded just past `emitted`, to be blended into the next chunk."""
+    """Frames [base, received) are held (`held()`: `frames`, then the `pending` pushes); audio of
+    frames [0, emitted) has been returned, and `tail` holds the samples decoded just past
+    `emitted`, to be blended into the next chunk."""
 
     frames: Tensor | None = None
     # Frames pushed since `frames` was last read, joined onto it by `held` (one concatenation per
