@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.sampler import draw_noise, exponential_race, warp, warper_columns
-from model.sampling.state import SamplingState
+from model.sampling.state import SamplingState, same_states
 
 
 class SeenTokens:
@@ -118,31 +118,47 @@ class GraphSampler:
         self.slots = torch.full((max_rows,), self.seen.scratch, dtype=torch.long, device=device)
         self.noise = torch.ones(max_rows, self.width, device=device)
         self.tokens = torch.zeros(max_rows, dtype=torch.long, device=device)
+        # What the buffers were last prepared for: the rows (kept, so that their ids stay theirs),
+        # the padded size, and each row's (stop blocked, emits).
+        self._rows: tuple[SamplingState, ...] = ()
+        self._padded = 0
+        self._flags: list[tuple[bool, bool]] | None = None
 
     def prepare(self, states: Sequence[SamplingState], emits: Sequence[bool], padded: int) -> None:
-        """Host side of a step: rows [0, len(states)) from the states, [len(states), padded) as padding."""
+        """Host side of a step: rows [0, len(states)) from the states, [len(states), padded) as padding.
+        What depends on the states' params alone is written only when the rows or the padding
+        differ from the last call's (a decode batch is usually the last one again); which rows
+        emit and which may not stop yet only when they changed; the noise every time."""
         batch = len(states)
         if not 0 < batch <= padded <= self.max_rows or len(emits) != batch:
             raise ValueError(f"need 0 < {batch} rows <= padded {padded} <= {self.max_rows}, one emits flag each")
+        if padded != self._padded or not same_states(states, self._rows):
+            self._prepare_rows(states, padded)
+        flags = [(s.num_generated < s.params.min_tokens, bool(emit)) for s, emit in zip(states, emits)]
+        if flags != self._flags:
+            self.block_stop[:batch], self.emits[:batch] = torch.tensor(flags, dtype=torch.bool).to(
+                self.emits.device).unbind(1)
+            self._flags = flags
+        # As Sampler, which samples only the rows that emit: an all-greedy batch draws nothing.
+        if not all(s.params.greedy for s, emit in zip(states, emits) if emit):
+            draw_noise(self.noise[:batch], states, emits)
+
+    def _prepare_rows(self, states: Sequence[SamplingState], padded: int) -> None:
+        """The buffers that follow from the states' params (and the padding rows')."""
+        batch = len(states)
         device = self.temperature.device
         temperature, cutoff, top_k = warper_columns(states, self.width, device)
         self.temperature[:batch].copy_(temperature)
         self.top_p_cutoff[:batch].copy_(cutoff)
         self.top_k[:batch].copy_(top_k)
-        flags = torch.tensor(
-            [(s.params.greedy, s.num_generated < s.params.min_tokens, emit) for s, emit in zip(states, emits)],
-            dtype=torch.bool,
-        ).to(device)
-        self.greedy[:batch], self.block_stop[:batch], self.emits[:batch] = flags.unbind(1)
+        self.greedy[:batch].copy_(torch.tensor([s.params.greedy for s in states]))
         self.penalty[:batch].copy_(torch.tensor([s.params.repetition_penalty for s in states]))
         self.slots[:batch].copy_(torch.tensor(self.seen.slots_for(states)))
-        # As Sampler, which samples only the rows that emit: an all-greedy batch draws nothing.
-        if not all(s.params.greedy for s, emit in zip(states, emits) if emit):
-            draw_noise(self.noise[:batch], states, emits)
         for buffer, value in ((self.temperature, 1.0), (self.top_p_cutoff, 0.0), (self.top_k, self.width),
                               (self.penalty, 1.0), (self.greedy, True), (self.block_stop, False),
                               (self.emits, False), (self.slots, self.seen.scratch)):
             buffer[batch:padded].fill_(value)
+        self._rows, self._padded, self._flags = tuple(states), padded, None
 
     def sample(self, logits: Tensor, candidates: Tensor | None = None) -> Tensor:
         """Tokens [P] (a view of `self.tokens`) for logits [P, V] and optional candidates [P, C]

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.candidates import CandidateWarper, ascending_cutoffs, gumbel_pick, last_columns, warped_candidates
-from model.sampling.state import SamplingState
+from model.sampling.state import SamplingState, same_states
 
 
 class GraphSubStepSampler:
@@ -34,29 +34,46 @@ class GraphSubStepSampler:
         self.greedy = torch.ones(max_rows, dtype=torch.bool, device=device)
         self.gumbel = torch.zeros(max_rows, steps, candidates, device=device)
         self.last_column = last_columns(max_rows, candidates, device)
+        # What the buffers were last prepared for: the rows' warper (kept, with the rows, so that
+        # their ids stay theirs), the padded size, and each row's greedy flag.
+        self._warper: CandidateWarper | None = None
+        self._rows: tuple[SamplingState, ...] = ()
+        self._padded = 0
+        self._greedy_rows: list[bool] | None = None
 
     def prepare(self, states: Sequence[SamplingState], emits: Sequence[bool], padded: int) -> None:
         """Host side of a frame: rows [0, len(states)) from the states (a row whose `emits` is
-        False draws nothing from its generator), [len(states), padded) as padding."""
+        False draws nothing from its generator), [len(states), padded) as padding. The warpers'
+        columns are written only when the rows or the padding differ from the last frame's, the
+        greedy flags only when they changed, the noise every frame."""
         batch = len(states)
         if not 0 < batch <= padded <= self.max_rows or len(emits) != batch:
             raise ValueError(f"need 0 < {batch} rows <= padded {padded} <= {self.max_rows}, one emits flag each")
-        device = self.temperature.device
-        warper = CandidateWarper(states, self.vocab_size, device, candidates=self.candidates)
+        if self._warper is None or padded != self._padded or not same_states(states, self._rows):
+            self._prepare_rows(states, padded)
+        greedy = [s.params.greedy or not e for s, e in zip(states, emits)]
+        if greedy != self._greedy_rows:
+            self.greedy[:batch].copy_(torch.tensor(greedy))
+            self._greedy_rows = greedy
+        # As SubStepSampler, which draws no noise for a frame of greedy rows only.
+        if not all(greedy):
+            self.gumbel[:batch].copy_(self._warper.gumbel(states, self.steps, self.vocab_size, emits))
+
+    def _prepare_rows(self, states: Sequence[SamplingState], padded: int) -> None:
+        """The warpers' columns of the states (and the padding rows')."""
+        batch = len(states)
+        warper = CandidateWarper(states, self.vocab_size, self.temperature.device, candidates=self.candidates)
         self.temperature[:batch].copy_(warper.temperature)
         if warper.top_k_mask is None:
             self.top_k_mask[:batch].zero_()
         else:
             self.top_k_mask[:batch].copy_(warper.top_k_mask)
         self.top_p_cutoff[:batch, :-1] = 0.0 if warper.top_p_cutoff is None else warper.top_p_cutoff[:, :-1]
-        self.greedy[:batch].copy_(torch.tensor([s.params.greedy or not e for s, e in zip(states, emits)]))
-        # As SubStepSampler, which draws no noise for a frame of greedy rows only.
-        if not all(s.params.greedy for s, emit in zip(states, emits) if emit):
-            self.gumbel[:batch].copy_(warper.gumbel(states, self.steps, self.vocab_size, emits))
         self.temperature[batch:padded].fill_(1.0)
         self.top_k_mask[batch:padded].zero_()
         self.top_p_cutoff[batch:padded, :-1] = 0.0
         self.greedy[batch:padded].fill_(True)
+        self._warper, self._rows, self._padded, self._greedy_rows = warper, tuple(states), padded, None
 
     def draw(self, logits: Tensor, step: int) -> Tensor:
         """One token per row [P] for sub-step `step` (P = the padded batch `prepare` was given)."""

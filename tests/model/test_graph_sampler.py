@@ -147,3 +147,38 @@ def test_a_row_that_does_not_emit_leaves_its_generator_alone():
     logits = torch.randn(1, VOCAB)
     graph.prepare([state], [True], 1)
     assert graph.sample(logits).tolist() == Sampler()(logits, [twin]).tolist()
+
+
+@pytest.mark.parametrize("width", [None, 12])
+def test_a_batch_kept_across_steps_matches_the_reference_sampler(width):
+    """The buffers keep what follows from the rows' params while the same rows come back: through
+    steps where min_tokens runs out (the stop token, likely whenever allowed, becomes allowed), a row
+    sits a step out, the padding grows, and another batch comes between two runs of this one."""
+    rng = random.Random(5)
+    gen = torch.Generator().manual_seed(5)
+    params = [SamplingParams(temperature=rng.choice([0.0, 0.8, 1.2]), top_p=rng.choice([1.0, 0.9]),
+                             top_k=rng.choice([0, 8]), repetition_penalty=1.3, seed=10 + i, min_tokens=2)
+              for i in range(4)]
+    prompts = [[rng.randrange(VOCAB) for _ in range(3)] for _ in range(4)]
+    reference_states, graph_states = twin_states(params, prompts)
+    sampler, graph = Sampler(), GraphSampler(8, VOCAB, STOP, width, "cpu")
+    schedule = [([0, 1, 2], [True] * 3, 4)] * 2 + [([0, 1, 2], [True, False, True], 4), ([0, 1, 2], [True] * 3, 4),
+                                                   ([0, 1, 2], [True] * 3, 8)] + [([3, 0], [True] * 2, 4)] * 2 \
+        + [([0, 1, 2], [True] * 3, 4)] * 2
+    for step, (rows, emits, padded) in enumerate(schedule):
+        logits = torch.randn(len(rows), VOCAB, generator=gen) * 3
+        logits[:, STOP[0]] += 6.0
+        candidates = candidates_for(len(rows), width, gen) if width else None
+        emitting = [i for i, emit in enumerate(emits) if emit]
+        expected = sampler(logits[emitting], [reference_states[rows[i]] for i in emitting], STOP,
+                           None if candidates is None else candidates[emitting])
+        graph.prepare([graph_states[r] for r in rows], emits, padded)
+        pad = padded - len(rows)
+        padded_logits = torch.cat([logits, torch.randn(pad, VOCAB, generator=gen)])
+        padded_candidates = None if candidates is None else torch.cat([candidates, candidates[:1].expand(pad, -1)])
+        got = graph.sample(padded_logits, padded_candidates)[emitting]
+        assert got.tolist() == expected.tolist(), f"step {step}"
+        for i, token in zip(emitting, expected.tolist()):
+            reference_states[rows[i]].append(token)
+            graph_states[rows[i]].append(token)
+    assert any(state.num_generated > 2 for state in graph_states)  # the stop block ran out on the way

@@ -38,13 +38,17 @@ class Qwen3GraphEmitter:
         vocab = predictor.vocab_size
         self.substeps = GraphSubStepSampler(max_rows, predictor.num_codes, vocab, top_k_kept(depth_top_k, vocab), device)
         self.eos_blocked = torch.zeros(max_rows, dtype=torch.bool, device=device)
+        self._blocked: tuple[list[bool], int] | None = None  # what eos_blocked holds: rows' flags, padded size
         self.frames = torch.zeros(max_rows, predictor.num_codes + 1, dtype=torch.long, device=device)
         predictor.reserve(max_rows, final=True)  # the scratch cache is allocated before any capture, for good
 
     def prepare(self, streams: Sequence[Qwen3Stream], emits: Sequence[bool], padded: int) -> None:
         batch = len(streams)
-        self.eos_blocked[:batch].copy_(torch.tensor([not s.text_complete for s in streams]))
-        self.eos_blocked[batch:padded].fill_(False)
+        blocked = ([not s.text_complete for s in streams], padded)
+        if blocked != self._blocked:  # as a decode batch usually stands: the last step's
+            self.eos_blocked[:batch].copy_(torch.tensor(blocked[0]))
+            self.eos_blocked[batch:padded].fill_(False)
+            self._blocked = blocked
         # A seeded request draws code 0's noise and its sub-steps' from two generators of its own.
         self.sampler.prepare([s.sampling for s in streams], emits, padded)
         self.substeps.prepare([s.depth_sampling for s in streams], emits, padded)

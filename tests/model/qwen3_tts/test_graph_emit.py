@@ -99,6 +99,12 @@ def test_eos_stays_masked_while_the_text_goes_on(family, frontend, monkeypatch):
     with torch.inference_mode():
         frames = emitter.outputs(emitter.emit(hidden))
     assert [frame[0] == eos for frame in frames] == [False, False, True, True]
+    # The first live text ends: the next step of the same rows may end that stream too.
+    streams[0].text_complete = True
+    emitter.prepare(streams, [True] * 4, 4)
+    with torch.inference_mode():
+        frames = emitter.outputs(emitter.emit(hidden))
+    assert [frame[0] == eos for frame in frames] == [True, False, True, True]
 
 
 def test_the_scratch_cache_a_graph_emitter_holds_is_never_replaced(family):
