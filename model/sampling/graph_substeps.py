@@ -22,7 +22,9 @@ class GraphSubStepSampler:
     (K) of a `vocab_size` vocabulary. Invariant: after `prepare(states, emits, padded)`, `draw` of
     sub-step k returns for the first len(states) rows exactly what `SubStepSampler.draw` returns
     after `start(states, ...)` when both draw from the same generator states (every filter is
-    applied, each a no-op where the eager sampler skips it). Padding rows are greedy."""
+    applied, each a no-op where the eager sampler skips it). Padding rows are greedy. Only `prepare`
+    writes the buffers, so what it wrote for the last rows holds until it writes again (it skips
+    what has not changed)."""
 
     def __init__(self, max_rows: int, steps: int, vocab_size: int, candidates: int, device: torch.device | str) -> None:
         if not 0 < candidates <= vocab_size:
