@@ -97,8 +97,9 @@ class GraphSampler:
     returns when both draw their noise from the same generator states (it applies the same
     operations; penalties and the stop block are applied to the candidates only, which changes
     no candidate's score). Padding rows are greedy, emit nothing and touch only the scratch slot.
-    Only `prepare` writes the per-row buffers, so what it wrote for the last rows holds until it
-    writes again (it skips what has not changed).
+    Only `prepare` writes the per-row parameter buffers, so what it wrote for the last rows holds
+    until it writes again (it skips what has not changed); `sample` clamps the noise in place,
+    which `prepare` draws anew every step.
     """
 
     def __init__(self, max_rows: int, vocab_size: int, stop_token_ids: Sequence[int],
