@@ -14,7 +14,6 @@ from multiprocessing.connection import Connection
 from queue import Empty, Queue
 from typing import Callable
 
-import setproctitle
 import torch
 
 from engine.allocator import log_allocator
@@ -23,6 +22,7 @@ from engine.core import EngineCore
 from engine.errors import RequestRejected
 from engine.messages import (AbortRequest, AddRequest, CoreFailed, CoreReady, ExtendText, PauseRequest, Rejected,
                              Shutdown, StatsUpdate)
+from engine.process_title import set_process_title
 
 logger = logging.getLogger("chorus.engine")
 
@@ -142,7 +142,7 @@ def pipe_receiver(conn: Connection, parent_pid: int | None = None) -> Receive:
 def core_process_main(config: EngineConfig, conn: Connection) -> None:
     """Entry point of the engine core process."""
     # Named so `ps`, `top` and py-spy show the core as itself, not as a multiprocessing stub.
-    setproctitle.setproctitle(CORE_THREAD_NAME)
+    set_process_title(CORE_THREAD_NAME)
     threading.current_thread().name = CORE_THREAD_NAME
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     threads = config.core_threads()
