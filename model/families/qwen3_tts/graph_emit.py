@@ -45,7 +45,7 @@ class Qwen3GraphEmitter:
     def prepare(self, streams: Sequence[Qwen3Stream], emits: Sequence[bool], padded: int) -> None:
         batch = len(streams)
         blocked = ([not s.text_complete for s in streams], padded)
-        if blocked != self._blocked:  # as a decode batch usually stands: the last step's
+        if blocked != self._blocked:  # written when a row's text ends or the rows change, not every step
             self.eos_blocked[:batch].copy_(torch.tensor(blocked[0]))
             self.eos_blocked[batch:padded].fill_(False)
             self._blocked = blocked
