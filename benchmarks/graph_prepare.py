@@ -23,7 +23,9 @@ from collections.abc import Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from model.families.qwen3_tts.config import MIN_FRAMES, SamplingDefaults
 from model.families.qwen3_tts.release_shapes import GENERATION, RELEASE_SHAPES
+from model.families.qwen3_tts.stream import sub_talker_params
 from model.sampling import SamplingParams, SamplingState
 from model.sampling.graph_sampler import GraphSampler
 from model.sampling.graph_substeps import GraphSubStepSampler
@@ -31,6 +33,7 @@ from model.sampling.graph_substeps import GraphSubStepSampler
 SHAPE = RELEASE_SHAPES["random-qwen3-0.6b"]
 CODE_0_WIDTH = SHAPE.codebook + 1  # the codes and end of speech: what the reference leaves code 0
 NUM_CODES = 15  # codes 1..15 of a 16-codebook frame
+DEFAULTS = SamplingDefaults.from_dict(GENERATION)
 
 
 class _CallCounter(TorchDispatchMode):
@@ -50,7 +53,7 @@ class GraphPrepare:
     def __init__(self, max_rows: int, device: torch.device) -> None:
         eos = SHAPE.codebook  # any id of the candidates: the stop block's cost does not depend on which
         self.code_0 = GraphSampler(max_rows, SHAPE.talker_vocab, (eos,), CODE_0_WIDTH, device)
-        self.substeps = GraphSubStepSampler(max_rows, NUM_CODES, SHAPE.codebook, GENERATION["subtalker_top_k"], device)
+        self.substeps = GraphSubStepSampler(max_rows, NUM_CODES, SHAPE.codebook, DEFAULTS.subtalker_top_k, device)
 
     def prepare(self, batch: Sequence[tuple[SamplingState, SamplingState]], padded: int) -> None:
         emits = [True] * len(batch)
@@ -59,12 +62,12 @@ class GraphPrepare:
 
 
 def stream_states(seed: int | None, device: torch.device) -> tuple[SamplingState, SamplingState]:
-    """A request's two states under the released defaults: code 0's, and its code predictor's."""
-    g = GENERATION
-    code_0 = SamplingParams(temperature=g["temperature"], top_k=g["top_k"], top_p=g["top_p"],
-                            repetition_penalty=g["repetition_penalty"], seed=seed, min_tokens=2)
-    depth = SamplingParams(temperature=g["subtalker_temperature"], top_k=g["subtalker_top_k"],
-                           top_p=g["subtalker_top_p"], seed=None if seed is None else seed + 1)
+    """A request's two states under the released defaults: code 0's (as the frontend's
+    default_sampling makes them) and its code predictor's (as a Qwen3 stream makes them)."""
+    code_0 = SamplingParams(temperature=DEFAULTS.temperature, top_k=DEFAULTS.top_k, top_p=DEFAULTS.top_p,
+                            repetition_penalty=DEFAULTS.repetition_penalty, seed=seed,
+                            max_tokens=DEFAULTS.max_new_tokens, min_tokens=MIN_FRAMES)
+    depth = sub_talker_params(code_0, DEFAULTS)
     return SamplingState(code_0, device=device), SamplingState(depth, device=device)
 
 
