@@ -272,6 +272,9 @@ class Turn:
             self.speaking.set()  # the turn after it waits no longer
             synthesis.close()
             state.metrics.count_request(outcome)
+            # NOTE: the turn ends once its engine requests are aborted, so that whoever waits
+            # for it (a Clear's answer) knows the engine has been told to stop them.
+            await synthesis.wait_closed()
 
     def _stalled(self) -> bool:
         """Backpressure gave up waiting: a turn whose audio is going out has a client that
@@ -317,7 +320,7 @@ class SpeakSession:
     """One connection. Invariants: audio leaves in the order its text arrived; no audio of text
     sent before a Clear leaves after the Clear is read; every Flush is answered with Flushed (its
     `sequence_id` counts Flushes from 0) after the audio of the text before it, and every Clear
-    with Cleared (counting Clears); a Speak is spoken whole or, refused, not at all, and a turn's
+    with Cleared (counting Clears) once the engine requests of the turns it dropped are aborted; a Speak is spoken whole or, refused, not at all, and a turn's
     text is at most `socket_max_turn_chars`; every send completes within the send timeout, or the
     session ends; a session that ends for a reason of its own (`ending`: Close, idle, dropped)
     closes the connection with its code and reason, tried for CLOSE_SECONDS; when the connection
@@ -434,7 +437,7 @@ class SpeakSession:
             self.flush(self.flushes)
             self.flushes += 1
         elif kind == "Clear":
-            self.clear()
+            await self.clear()
             await self.send_json({"type": "Cleared", "sequence_id": self.clears})
             self.clears += 1
         elif kind == "Close":
@@ -566,16 +569,23 @@ class SpeakSession:
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
 
-    def clear(self) -> None:
+    async def clear(self) -> None:
+        """Drops the text not yet spoken and the turns under way, and returns once their tasks
+        have ended (their engine requests aborted)."""
         self.text.clear()
         self.turn_chars = 0
-        self.cancel_all()
+        cancelled = self.cancel_all()
         self._plays_until = 0.0  # the client drops the audio it holds: nothing plays on
+        if cancelled:
+            await asyncio.wait(cancelled)
 
-    def cancel_all(self) -> None:
-        for task in self.tasks:
+    def cancel_all(self) -> list[asyncio.Task]:
+        """Cancels every turn (and Flushed) under way; returns their tasks."""
+        cancelled = list(self.tasks)
+        for task in cancelled:
             task.cancel()
         self.turn, self.last, self.last_turn = None, None, None
+        return cancelled
 
     @property
     def seconds_sent(self) -> float:

@@ -214,6 +214,12 @@ class SegmentedSynthesis:
         for callback in callbacks:
             callback()
 
+    async def wait_closed(self) -> None:
+        """Waits, after `close`, until its requests' tasks have unwound: each open engine request
+        has then been aborted (a speak socket answers a Clear only after that)."""
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+
     async def _segment_chunks(self, index: int, chunk: AudioChunk) -> AsyncIterator[AudioChunk]:
         while True:
             if chunk.finish_reason == "error":

@@ -12,7 +12,8 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.config.settings import ApiSettings
-from engine.messages import AddRequest, ExtendText
+from api.deepgram.socket import SpeakSession
+from engine.messages import AbortRequest, AddRequest, ExtendText
 from tests.api.conftest import prepared_texts
 from tests.engine.conftest import engine_config
 
@@ -112,7 +113,15 @@ def test_live_text_false_keeps_one_request_per_sentence(client, posted):
     assert not any(isinstance(c, ExtendText) for c in posted)
 
 
-def test_clear_aborts_the_running_request_and_the_next_speak_starts_a_new_one(client, posted):
+def test_clear_aborts_the_running_request_and_the_next_speak_starts_a_new_one(client, posted, monkeypatch):
+    send_json = SpeakSession.send_json
+
+    async def noting_cleared(self, message):
+        if message.get("type") == "Cleared":
+            posted.append("Cleared")  # where the answer went out among the engine commands
+        await send_json(self, message)
+
+    monkeypatch.setattr(SpeakSession, "send_json", noting_cleared)
     with client.websocket_connect("/v1/speak?model=ryan&encoding=linear16") as socket:
         assert json.loads(socket.receive_text())["type"] == "Metadata"
         socket.send_text(json.dumps({"type": "Speak", "text": "Hello there "}))
@@ -127,6 +136,9 @@ def test_clear_aborts_the_running_request_and_the_next_speak_starts_a_new_one(cl
     adds = [c for c in posted if isinstance(c, AddRequest)]
     assert len(adds) == 2 and adds[0].request_id != adds[1].request_id
     assert all(a.prompt.text_complete is False for a in adds)
+    # Cleared is an answer a client can act on: the engine was told to stop before it was sent.
+    before_cleared = posted[:posted.index("Cleared")]
+    assert AbortRequest(adds[0].request_id) in before_cleared
 
 
 def test_the_normalizer_reads_every_piece_when_asked(client, posted):
