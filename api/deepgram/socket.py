@@ -320,11 +320,12 @@ class SpeakSession:
     """One connection. Invariants: audio leaves in the order its text arrived; no audio of text
     sent before a Clear leaves after the Clear is read; every Flush is answered with Flushed (its
     `sequence_id` counts Flushes from 0) after the audio of the text before it, and every Clear
-    with Cleared (counting Clears) once the engine requests of the turns it dropped are aborted; a Speak is spoken whole or, refused, not at all, and a turn's
-    text is at most `socket_max_turn_chars`; every send completes within the send timeout, or the
-    session ends; a session that ends for a reason of its own (`ending`: Close, idle, dropped)
-    closes the connection with its code and reason, tried for CLOSE_SECONDS; when the connection
-    ends, every engine request it opened is aborted."""
+    with Cleared (counting Clears) once the engine requests of the turns it dropped are aborted;
+    a Speak is spoken whole or, refused, not at all, and a turn's text is at most
+    `socket_max_turn_chars`; every send completes within the send timeout, or the session ends; a
+    session that ends for a reason of its own (`ending`: Close, idle, dropped) closes the
+    connection with its code and reason, tried for CLOSE_SECONDS; when the connection ends, every
+    engine request it opened is aborted."""
 
     def __init__(self, websocket: WebSocket, state, voice: VoiceChoice, choice: AudioChoice, speed: float,
                  timestamps: bool = False, live_text: bool = False) -> None:
