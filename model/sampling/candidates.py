@@ -52,6 +52,8 @@ class CandidateWarper:
         sampling = [state.params for state in states if not state.params.greedy]
         temperature, cutoff, top_k = warper_columns(states, self.candidates, device)
         self.temperature = temperature[:, None]  # [B, 1], 1 for greedy rows
+        self.row_top_k = top_k.clamp_max(self.candidates)  # [B]: each row's own top-k, at most K
+        self.row_top_p_cutoff: Tensor | None = None  # [B] 1 - top_p, None when no row uses top-p
         self.top_k_mask: Tensor | None = None  # [B, K] ascending: -inf below a row's own top-k
         if any(0 < params.top_k < self.candidates for params in sampling):
             # Ascending column j holds the (K - j)-th highest logit: kept while K - j <= top_k.
@@ -61,6 +63,7 @@ class CandidateWarper:
         # [B, K] 1 - top_p, and -1 in the last column: the most likely token is never dropped.
         self.top_p_cutoff: Tensor | None = None
         if any(params.top_p < 1.0 for params in sampling):
+            self.row_top_p_cutoff = cutoff
             self.top_p_cutoff = ascending_cutoffs(cutoff, self.candidates)
         self._last_column = last_columns(len(states), self.candidates, device)
 

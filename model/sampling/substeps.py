@@ -4,7 +4,8 @@ between them (a code predictor's codes 1..G-1: no repetition penalty, no stop to
 Per frame, `start` computes once what depends on the states alone (greedy rows, temperatures,
 cut-offs, how many candidates to keep: a `CandidateWarper`, kept while the states stay the same)
 and the noise of every sub-step, so each `draw` is a top-k of the logits, the warpers over those
-candidates and the Gumbel-max pick (model/sampling/candidates.py).
+candidates and the Gumbel-max pick (model/sampling/candidates.py). On the CPU that draw is one C
+call where the kernel is built (model/sampling/native_draw.py), torch ops elsewhere.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.candidates import CandidateWarper
+from model.sampling.native_draw import NativeCandidateDraw
 from model.sampling.state import SamplingState, same_states
 
 
@@ -23,19 +25,34 @@ class SubStepSampler:
     params, and row b's own generator when seeded (its noise for the whole frame is drawn in one
     call), so a row draws the same tokens whatever else shares its batch."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: bool = True) -> None:
+        """`native`: draw with the C kernel where it is built and the rows are on the CPU (False:
+        always the torch ops, the definition the kernel is tested against)."""
+        self._native_allowed = native
         self._states: tuple[SamplingState, ...] = ()
         self._vocab_size = 0
         self._greedy: Tensor | None = None  # [B] bool, None when no row is greedy
         self._warper: CandidateWarper | None = None  # None when every row is greedy
+        self._native: NativeCandidateDraw | None = None  # the warper's rows' C draw, where used
         self._gumbel: tuple[Tensor, ...] = ()  # per sub-step [B, K], ascending candidate order
+
+    def warm(self, device: torch.device | str) -> None:
+        """Builds now what the draws on `device` will use (the C kernel, on the CPU), so that the
+        first frame does not wait for a compiler."""
+        if self._native_allowed:
+            NativeCandidateDraw.available(torch.device(device), 1)
 
     def start(self, states: Sequence[SamplingState], steps: int, vocab_size: int, device: torch.device) -> None:
         if not self._same_states(states, vocab_size):
             self._prepare(states, vocab_size, device)
-        if self._warper is not None:
+        if self._warper is None:
+            return
+        gumbel = self._warper.gumbel(states, steps, vocab_size)
+        if self._native is not None:
+            self._native.start(gumbel)
+        else:
             # One view per sub-step, made in one call (a select per draw is a dispatch per draw).
-            self._gumbel = self._warper.gumbel(states, steps, vocab_size).unbind(1)
+            self._gumbel = gumbel.unbind(1)
 
     def _same_states(self, states: Sequence[SamplingState], vocab_size: int) -> bool:
         """The last frame's states over the same vocabulary: what `_prepare` made of them holds."""
@@ -48,12 +65,14 @@ class SubStepSampler:
                 raise ValueError("sub-step states cannot carry a repetition penalty or a minimum length")
         self._states, self._vocab_size = tuple(states), vocab_size
         greedy = [state.params.greedy for state in states]
-        self._warper = self._greedy = None
+        self._warper = self._greedy = self._native = None
         self._gumbel = ()
         if all(greedy):
             return
         self._greedy = torch.tensor(greedy, device=device) if any(greedy) else None
         self._warper = CandidateWarper(states, vocab_size, device)
+        if self._native_allowed and NativeCandidateDraw.available(torch.device(device), self._warper.candidates):
+            self._native = NativeCandidateDraw(self._warper, greedy, vocab_size)
 
     def scores(self, logits: Tensor, step: int) -> tuple[Tensor, Tensor]:
         """Sub-step `step`'s candidate ids [B, K], highest logit first, and their warped float32
@@ -69,6 +88,8 @@ class SubStepSampler:
             raise ValueError(f"logits have {logits.shape[0]} rows for {len(self._states)} started states")
         if self._warper is None:
             return logits.argmax(dim=-1)
+        if self._native is not None:
+            return self._native.draw(logits, step)
         picked = self._warper.pick(*self._warper.ascending_scores(logits), self._gumbel[step])
         if self._greedy is None:
             return picked

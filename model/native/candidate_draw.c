@@ -1,0 +1,176 @@
+/* The depth stage's sub-step draw on the CPU, fused: one call per sub-step for every row of the
+ * batch, in place of a dozen torch ops that each cost a dispatch (model/sampling/native_draw.py
+ * binds it; model/sampling/candidates.py is the same draw in torch ops, and the definition).
+ *
+ * Per sampling row: the K highest logits, highest first (ties: the lower id first); over them in
+ * ascending order (column a holds the (K - a)-th highest) the scores logit / temperature, -inf
+ * below the row's own top-k, -inf where the ascending cumulative probability is <= 1 - top_p
+ * (never the last column); the pick is the column of the highest score + Gumbel noise (the first
+ * on ties), mapped back to its id. A greedy row takes the first maximum of its logits.
+ *
+ * Only float32 arithmetic in the order torch's ops do it, so without top-p the tokens equal the
+ * torch draw's bit for bit; with top-p, torch's vectorised softmax rounds its sum in another order,
+ * so a cumulative probability within a few ulp of a cut-off may fall on the other side.
+ * NaN logits rank as +inf (as in torch's topk): every candidate slot is always written.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    int64_t rows;
+    int64_t vocab;
+    int64_t candidates;         /* K */
+    const float *temperature;   /* [rows], 1 for greedy rows */
+    const int64_t *top_k;       /* [rows], each row's own top-k, 1..K */
+    const float *top_p_cutoff;  /* [rows] 1 - top_p; NULL when no row uses top-p */
+    const uint8_t *greedy;      /* [rows]; NULL when no row is greedy */
+    /* Workspace for one row at a time: keys (vocab), the candidates' keys sorted, ranks, values,
+     * ids (K each), and the exps of top-p (K). */
+    uint64_t *keys;
+    uint64_t *sorted;
+    int32_t *ranks;
+    float *values;
+    int64_t *ids;
+    float *scores;
+    float *exps;
+} chorus_draw_plan;
+
+static inline float ranked_value(float x) { return x != x ? INFINITY : x; }
+
+/* A key per logit, larger for a higher logit and, on equal logits, for a lower id: one unsigned
+ * compare is the whole order. The float's bits made monotone above, the id reversed below. */
+static inline uint64_t order_key(float logit, int64_t id) {
+    const float value = ranked_value(logit);
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    const uint32_t flip = (uint32_t)((int32_t)bits >> 31) | 0x80000000u; /* negative: all bits */
+    return ((uint64_t)(bits ^ flip) << 32) | (uint32_t)~(uint32_t)id;
+}
+
+static inline int64_t key_id(uint64_t key) { return (int64_t)(uint32_t)~(uint32_t)key; }
+
+static inline void swap_keys(uint64_t *a, uint64_t *b) {
+    const uint64_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Moves the k largest of keys [0, n) to [0, k), in no order: quickselect around a median of
+ * three, partitioning without a branch on the (random) comparisons. */
+static void select_largest(uint64_t *keys, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n; /* the k-th largest is in [lo, hi) */
+    while (hi - lo > 1 && lo < k && k < hi) {
+        const int64_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (keys[mid] > keys[lo]) swap_keys(&keys[mid], &keys[lo]);
+        if (keys[last] > keys[lo]) swap_keys(&keys[last], &keys[lo]);
+        if (keys[mid] > keys[last]) swap_keys(&keys[mid], &keys[last]);
+        const uint64_t pivot = keys[last]; /* the median, parked at the end */
+        int64_t above = lo;
+        for (int64_t i = lo; i < last; i++) {
+            const uint64_t key = keys[i];
+            keys[i] = keys[above];
+            keys[above] = key;
+            above += key > pivot;
+        }
+        swap_keys(&keys[above], &keys[last]); /* [lo, above) > pivot = keys[above] > (above, hi) */
+        if (above >= k) {
+            hi = above;
+        } else {
+            lo = above + 1;
+        }
+    }
+}
+
+/* Sorts keys [0, k) descending into `sorted`: each key's rank is how many keys exceed it (the
+ * keys are distinct), counted for all keys at once so that the loop vectorises. */
+static void sort_descending(const uint64_t *restrict keys, int32_t *restrict ranks, uint64_t *restrict sorted,
+                            int64_t k) {
+    for (int64_t a = 0; a < k; a++) ranks[a] = 0;
+    for (int64_t b = 0; b < k; b++) {
+        const uint64_t kb = keys[b];
+        for (int64_t a = 0; a < k; a++) ranks[a] += kb > keys[a];
+    }
+    for (int64_t a = 0; a < k; a++) sorted[ranks[a]] = keys[a];
+}
+
+/* The K highest of a row's logits, highest first, into plan->values and plan->ids. */
+static void top_candidates(const chorus_draw_plan *plan, const float *logits) {
+    const int64_t vocab = plan->vocab, k = plan->candidates;
+    uint64_t *keys = plan->keys, *sorted = plan->sorted;
+    for (int64_t i = 0; i < vocab; i++) keys[i] = order_key(logits[i], i);
+    select_largest(keys, vocab, k);
+    sort_descending(keys, plan->ranks, sorted, k);
+    for (int64_t r = 0; r < k; r++) {
+        const int64_t id = key_id(sorted[r]);
+        plan->ids[r] = id;
+        plan->values[r] = ranked_value(logits[id]);
+    }
+}
+
+static int64_t first_maximum(const float *x, int64_t n) {
+    int64_t best = 0;
+    float top = ranked_value(x[0]);
+    for (int64_t i = 1; i < n; i++) {
+        const float v = ranked_value(x[i]);
+        if (v > top) {
+            top = v;
+            best = i;
+        }
+    }
+    return best;
+}
+
+/* Drops (to -inf) the ascending columns whose cumulative probability is <= cutoff, as torch's
+ * softmax then cumsum: exp(s - max) summed in float, scaled by 1 / sum, accumulated in double. */
+static void drop_below_top_p(float *scores, float *exps, int64_t k, float cutoff) {
+    const float top = scores[k - 1];
+    float sum = 0.0f;
+    for (int64_t a = 0; a < k; a++) {
+        exps[a] = expf(scores[a] - top);
+        sum += exps[a];
+    }
+    const float scale = 1.0f / sum;
+    double cumulative = 0.0;
+    for (int64_t a = 0; a < k - 1; a++) {
+        cumulative += (double)(exps[a] * scale);
+        if ((float)cumulative <= cutoff) scores[a] = -INFINITY;
+    }
+}
+
+/* One token per row into out [rows]. logits: [rows, vocab] float32 with unit column stride;
+ * gumbel: [rows, K] noise in ascending candidate order. Returns 0, or -1 for a plan it cannot run. */
+int chorus_candidate_draw(const chorus_draw_plan *plan, const float *logits, int64_t logits_row_stride,
+                          const float *gumbel, int64_t gumbel_row_stride, int64_t *out) {
+    const int64_t k = plan->candidates;
+    if (k < 1 || k > plan->vocab) return -1;
+    float *scores = plan->scores;
+    for (int64_t r = 0; r < plan->rows; r++) {
+        const float *row = logits + r * logits_row_stride;
+        if (plan->greedy != NULL && plan->greedy[r]) {
+            out[r] = first_maximum(row, plan->vocab);
+            continue;
+        }
+        top_candidates(plan, row);
+        const float temperature = plan->temperature[r];
+        const int64_t own = plan->top_k[r];
+        for (int64_t a = 0; a < k; a++) {
+            const int64_t place = k - 1 - a; /* 0 = the highest */
+            scores[a] = place < own ? plan->values[place] / temperature : -INFINITY;
+        }
+        if (plan->top_p_cutoff != NULL) drop_below_top_p(scores, plan->exps, k, plan->top_p_cutoff[r]);
+        const float *noise = gumbel + r * gumbel_row_stride;
+        int64_t best = 0;
+        float top = scores[0] + noise[0];
+        for (int64_t a = 1; a < k; a++) {
+            const float s = scores[a] + noise[a];
+            if (s > top) {
+                top = s;
+                best = a;
+            }
+        }
+        out[r] = plan->ids[k - 1 - best];
+    }
+    return 0;
+}
