@@ -171,6 +171,8 @@ def step_split(stats_before: dict[str, float], stats_after: dict[str, float], pr
     sampling = sum(timer(name)[1] for name in samplers)
     if samplers:
         pct["sampling"] = sampling
+        if len(samplers) > 1:  # which draw costs what: code 0's Sampler, a frame's start, its draws
+            pct |= {name: timer(name)[1] for name in samplers}
     if "predictor_forward" in probe_after["timers"]:
         calls, predictor_forward, _ = timer("predictor_forward")
         predictor_inputs = timer("predictor_inputs")[1]
