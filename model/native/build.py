@@ -1,6 +1,7 @@
 """Compiles a kernel's C source of this folder into a shared library on first use, and loads it.
 
-A library is built for the CPU it runs on (`-march=native`: the kernels' loops are vectorised for
+Every kernel here is a row kernel: `status = f(plan, rows, row stride, noise, noise stride, out)`,
+the plan a struct of the kernel's own (`row_kernel` binds it). A library is built for the CPU it runs on (`-march=native`: the kernels' loops are vectorised for
 the widest unit it has) and cached under a name made of the source's, the compiler's and the CPU's
 digest, so a changed source, another compiler or another CPU model builds anew and a cached one is
 never stale. It is built into a temporary name and renamed, so processes that build at once never
@@ -19,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -69,8 +71,9 @@ def load(name: str) -> ctypes.CDLL | None:
         log.warning("no C compiler (%s): the %s kernel falls back to torch ops", shlex.join(command), name)
         return None
     source = SOURCES / f"{name}.c"
+    texts = [source.read_bytes(), *(header.read_bytes() for header in sorted(SOURCES.glob("*.h")))]
     digest = hashlib.sha256(
-        b"\0".join([source.read_bytes(), identity.encode(), " ".join(FLAGS).encode(), cpu_identity().encode()])
+        b"\0".join([*texts, identity.encode(), " ".join(FLAGS).encode(), cpu_identity().encode()])
     ).hexdigest()[:16]
     library = cache_dir() / f"{name}-{digest}.so"
     if not library.exists():
@@ -92,6 +95,19 @@ def cpu_identity() -> str:
     fields = ("model name", "flags", "CPU implementer", "CPU part", "Features")
     described = sorted({line for line in lines if line.split(":")[0].strip() in fields})
     return "\n".join(described) or f"{platform.machine()} {platform.processor()}"
+
+
+@cache
+def row_kernel(name: str, symbol: str) -> Callable[..., int] | None:
+    """`symbol` of `<name>.c` with the row kernels' signature, or None where it is not built."""
+    library = load(name)
+    if library is None:
+        return None
+    function = getattr(library, symbol)
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                         ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    return function
 
 
 def _build(command: tuple[str, ...], source: Path, library: Path) -> None:

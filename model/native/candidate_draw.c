@@ -1,5 +1,5 @@
 /* The depth stage's sub-step draw on the CPU, fused: one call per sub-step for every row of the
- * batch, in place of a dozen torch ops that each cost a dispatch (model/sampling/native_draw.py
+ * batch, in place of a dozen torch ops that each cost a dispatch (model/sampling/native.py
  * binds it; model/sampling/candidates.py is the same draw in torch ops, and the definition).
  *
  * Per sampling row: the K highest logits, highest first (ties: the lower id first); over them in
@@ -13,10 +13,9 @@
  * so a cumulative probability within a few ulp of a cut-off may fall on the other side.
  * NaN logits rank as +inf (as in torch's topk): every candidate slot is always written.
  */
-#include <math.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <string.h>
+
+#include "ordering.h"
 
 typedef struct {
     int64_t rows;
@@ -37,64 +36,6 @@ typedef struct {
     float *exps;
 } chorus_draw_plan;
 
-static inline float ranked_value(float x) { return x != x ? INFINITY : x; }
-
-/* A key per logit, larger for a higher logit and, on equal logits, for a lower id: one unsigned
- * compare is the whole order. The float's bits made monotone above, the id reversed below. */
-static inline uint64_t order_key(float logit, int64_t id) {
-    const float value = ranked_value(logit);
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    const uint32_t flip = (uint32_t)((int32_t)bits >> 31) | 0x80000000u; /* negative: all bits */
-    return ((uint64_t)(bits ^ flip) << 32) | (uint32_t)~(uint32_t)id;
-}
-
-static inline int64_t key_id(uint64_t key) { return (int64_t)(uint32_t)~(uint32_t)key; }
-
-static inline void swap_keys(uint64_t *a, uint64_t *b) {
-    const uint64_t t = *a;
-    *a = *b;
-    *b = t;
-}
-
-/* Moves the k largest of keys [0, n) to [0, k), in no order: quickselect around a median of
- * three, partitioning without a branch on the (random) comparisons. */
-static void select_largest(uint64_t *keys, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n; /* the k-th largest is in [lo, hi) */
-    while (hi - lo > 1 && lo < k && k < hi) {
-        const int64_t mid = lo + (hi - lo) / 2, last = hi - 1;
-        if (keys[mid] > keys[lo]) swap_keys(&keys[mid], &keys[lo]);
-        if (keys[last] > keys[lo]) swap_keys(&keys[last], &keys[lo]);
-        if (keys[mid] > keys[last]) swap_keys(&keys[mid], &keys[last]);
-        const uint64_t pivot = keys[last]; /* the median, parked at the end */
-        int64_t above = lo;
-        for (int64_t i = lo; i < last; i++) {
-            const uint64_t key = keys[i];
-            keys[i] = keys[above];
-            keys[above] = key;
-            above += key > pivot;
-        }
-        swap_keys(&keys[above], &keys[last]); /* [lo, above) > pivot = keys[above] > (above, hi) */
-        if (above >= k) {
-            hi = above;
-        } else {
-            lo = above + 1;
-        }
-    }
-}
-
-/* Sorts keys [0, k) descending into `sorted`: each key's rank is how many keys exceed it (the
- * keys are distinct), counted for all keys at once so that the loop vectorises. */
-static void sort_descending(const uint64_t *restrict keys, int32_t *restrict ranks, uint64_t *restrict sorted,
-                            int64_t k) {
-    for (int64_t a = 0; a < k; a++) ranks[a] = 0;
-    for (int64_t b = 0; b < k; b++) {
-        const uint64_t kb = keys[b];
-        for (int64_t a = 0; a < k; a++) ranks[a] += kb > keys[a];
-    }
-    for (int64_t a = 0; a < k; a++) sorted[ranks[a]] = keys[a];
-}
-
 /* The K highest of a row's logits, highest first, into plan->values and plan->ids. */
 static void top_candidates(const chorus_draw_plan *plan, const float *logits) {
     const int64_t vocab = plan->vocab, k = plan->candidates;
@@ -107,19 +48,6 @@ static void top_candidates(const chorus_draw_plan *plan, const float *logits) {
         plan->ids[r] = id;
         plan->values[r] = ranked_value(logits[id]);
     }
-}
-
-static int64_t first_maximum(const float *x, int64_t n) {
-    int64_t best = 0;
-    float top = ranked_value(x[0]);
-    for (int64_t i = 1; i < n; i++) {
-        const float v = ranked_value(x[i]);
-        if (v > top) {
-            top = v;
-            best = i;
-        }
-    }
-    return best;
 }
 
 /* Drops (to -inf) the ascending columns whose cumulative probability is <= cutoff, as torch's

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from model.sampling.native import NativeRace
 from model.sampling.penalties import PenaltyIndex, block_stops, float32_copy
 from model.sampling.state import SamplingState, same_states
 
@@ -18,20 +19,37 @@ class _Warpers:
     the same states come in the same order. Invariant: derived from the states' params alone
     (which a request keeps for its life), never from logits or history."""
 
-    def __init__(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> None:
+    def __init__(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device,
+                 native: bool = True) -> None:
         self.states, self.vocab_size, self.device = tuple(states), vocab_size, device
         greedy = [state.params.greedy for state in states]
         self.all_greedy, self.any_greedy = all(greedy), any(greedy)
         self.greedy_rows = torch.tensor(greedy, device=device) if self.any_greedy else None
         self.use_top_k = any(0 < state.params.top_k < vocab_size for state in states)
         self.use_top_p = any(state.params.top_p < 1.0 for state in states)
+        self._columns: tuple[Tensor, Tensor, Tensor] | None = None  # warper_columns, made when first needed
         self._shaped: WarpColumns | None = None  # made at the first `apply`
+        self._race: NativeRace | None = None
+        if native and not self.all_greedy and NativeRace.available(
+                torch.device(device), [s.params.top_k for s in states if not s.params.greedy], vocab_size):
+            temperature, cutoff, top_k = self.columns()
+            self._race = NativeRace(temperature, top_k, cutoff if self.use_top_p else None, greedy, vocab_size)
+
+    def columns(self) -> tuple[Tensor, Tensor, Tensor]:
+        if self._columns is None:
+            self._columns = warper_columns(self.states, self.vocab_size, self.device)
+        return self._columns
 
     def apply(self, scores: Tensor) -> Tensor:
         """New scores: temperature, then top-k and top-p (-inf where filtered out)."""
         if self._shaped is None:  # a batch of greedy rows never warps: nothing to make for it
-            self._shaped = WarpColumns(*warper_columns(self.states, self.vocab_size, self.device), self.vocab_size)
+            self._shaped = WarpColumns(*self.columns(), self.vocab_size)
         return warp_shaped(scores, self._shaped, self.use_top_k, self.use_top_p)
+
+    def race(self, scores: Tensor, noise: Tensor) -> Tensor | None:
+        """The tokens of `pick` from these scores and noise, when the C kernel serves these rows
+        and is sure of them (model/sampling/native.py); else None."""
+        return None if self._race is None else self._race.race(scores, noise)
 
     def fits(self, states: Sequence[SamplingState], vocab_size: int, device: torch.device) -> bool:
         return vocab_size == self.vocab_size and device == self.device and same_states(states, self.states)
@@ -46,7 +64,10 @@ class Sampler:
     the last one): the penalised positions then only take what each row appended since.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, native: bool = True) -> None:
+        """`native`: let the C kernel pick where it is built and serves the rows (False: always
+        the torch ops; the tokens are the same either way)."""
+        self._native = native
         self._warpers: _Warpers | None = None
         self._penalties: PenaltyIndex | None = None
 
@@ -84,12 +105,15 @@ class Sampler:
     def _pick(self, scores: Tensor, states: Sequence[SamplingState]) -> Tensor:
         warpers = self._warpers
         if warpers is None or not warpers.fits(states, scores.shape[-1], scores.device):
-            warpers = self._warpers = _Warpers(states, scores.shape[-1], scores.device)
+            warpers = self._warpers = _Warpers(states, scores.shape[-1], scores.device, self._native)
         if warpers.all_greedy:
             return scores.argmax(dim=-1)
+        noise = draw_noise(torch.empty_like(scores), states)
+        raced = warpers.race(scores, noise)
+        if raced is not None:
+            return raced
         greedy_tokens = scores.argmax(dim=-1) if warpers.any_greedy else None
-        probs = warpers.apply(scores).softmax(dim=-1)
-        sampled = _exponential_race(probs, states)
+        sampled = exponential_race(warpers.apply(scores).softmax(dim=-1), noise)
         if greedy_tokens is None:
             return sampled
         return torch.where(warpers.greedy_rows, greedy_tokens, sampled)
@@ -193,7 +217,3 @@ def draw_noise(noise: Tensor, states: Sequence[SamplingState], emits: Sequence[b
     for row, generator in seeded:
         rows[row].exponential_(generator=generator)
     return noise
-
-
-def _exponential_race(probs: Tensor, states: Sequence[SamplingState]) -> Tensor:
-    return exponential_race(probs, draw_noise(torch.empty_like(probs), states))

@@ -5,7 +5,7 @@ Per frame, `start` computes once what depends on the states alone (greedy rows, 
 cut-offs, how many candidates to keep: a `CandidateWarper`, kept while the states stay the same)
 and the noise of every sub-step, so each `draw` is a top-k of the logits, the warpers over those
 candidates and the Gumbel-max pick (model/sampling/candidates.py). On the CPU that draw is one C
-call where the kernel is built (model/sampling/native_draw.py), torch ops elsewhere.
+call where the kernel is built (model.sampling.native.py), torch ops elsewhere.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from model.sampling.candidates import CandidateWarper
-from model.sampling.native_draw import NativeCandidateDraw
+from model.sampling.native import NativeCandidateDraw
 from model.sampling.state import SamplingState, same_states
 
 
@@ -72,7 +72,9 @@ class SubStepSampler:
         self._greedy = torch.tensor(greedy, device=device) if any(greedy) else None
         self._warper = CandidateWarper(states, vocab_size, device)
         if self._native_allowed and NativeCandidateDraw.available(torch.device(device), self._warper.candidates):
-            self._native = NativeCandidateDraw(self._warper, greedy, vocab_size)
+            warper = self._warper
+            self._native = NativeCandidateDraw(warper.temperature, warper.row_top_k, warper.row_top_p_cutoff, greedy,
+                                               vocab_size, warper.candidates)
 
     def scores(self, logits: Tensor, step: int) -> tuple[Tensor, Tensor]:
         """Sub-step `step`'s candidate ids [B, K], highest logit first, and their warped float32

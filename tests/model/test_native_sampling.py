@@ -1,5 +1,6 @@
-"""The sub-step draw's C kernel (model/native/candidate_draw.c, bound by model/sampling/native_draw.py)
-against its definition, `SubStepSampler`'s torch ops, and its build (model/native/build.py)."""
+"""The sampling kernels (model/native/, bound by model/sampling/native.py) against their
+definitions, the torch ops: the sub-step draw (`SubStepSampler`), the warpers' race (`Sampler`),
+and their build (model/native/build.py)."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +10,10 @@ import pytest
 import torch
 
 from model.native import build
-from model.sampling import SamplingParams, SamplingState
+from model.sampling import Sampler, SamplingParams, SamplingState
 from model.sampling.candidates import CandidateWarper
-from model.sampling.native_draw import NativeCandidateDraw
+from model.sampling.native import NativeCandidateDraw, NativeRace
+from model.sampling.sampler import apply_warpers, draw_noise, exponential_race, warper_columns
 from model.sampling.substeps import SubStepSampler
 
 CPU = torch.device("cpu")
@@ -166,3 +168,108 @@ def test_a_library_is_built_once_and_then_loaded_from_the_cache(monkeypatch, tmp
         assert built[0].stat().st_mtime_ns == stamp
     finally:
         build.load.cache_clear()
+
+
+# --- The warpers' race: Sampler's pick -----------------------------------------------------------
+
+def race_both(params: list[SamplingParams], scores: torch.Tensor, seed: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(the kernel's tokens or None, the torch ops' tokens) from the same scores and noise."""
+    states = [SamplingState(p) for p in params]
+    torch.manual_seed(seed)
+    noise = draw_noise(torch.empty_like(scores), states)
+    vocab = scores.shape[-1]
+    temperature, cutoff, top_k = warper_columns(states, vocab)
+    use_top_p = any(p.top_p < 1.0 for p in params)
+    greedy = [p.greedy for p in params]
+    native = NativeRace(temperature, top_k, cutoff if use_top_p else None, greedy, vocab).race(scores, noise)
+    sampled = exponential_race(apply_warpers(scores, states).softmax(dim=-1), noise.clone())
+    want = torch.where(torch.tensor(greedy), scores.argmax(dim=-1), sampled)
+    return native, want
+
+
+def qwen3_code_0_like(rng: random.Random) -> SamplingParams:
+    """Code 0's shape: the checkpoint's top-k 50 and top-p, some greedy and seeded requests."""
+    return SamplingParams(temperature=rng.choice([0.0, 0.7, 0.9, 1.0]), top_k=rng.choice([50, 50, 10, 1]),
+                          top_p=rng.choice([0.9, 0.9, 1.0, 0.5]), seed=rng.choice([None, rng.randrange(100)]))
+
+
+def test_the_race_returns_the_torch_tokens_or_none_and_nearly_always_tokens():
+    rng = random.Random(11)
+    served = 0
+    for case in range(200):
+        params = [qwen3_code_0_like(rng) for _ in range(rng.randint(1, 16))]
+        if all(p.greedy for p in params):
+            continue
+        scores = torch.randn(len(params), 65, generator=torch.Generator().manual_seed(case)) * 4
+        scores[:, 64] = float("-inf") if case % 3 == 0 else scores[:, 64]  # a blocked stop id
+        native, want = race_both(params, scores, case)
+        if native is not None:
+            assert torch.equal(native, want), case
+            served += 1
+    assert served >= 180  # unsure is the rare exception
+
+
+@pytest.mark.parametrize("pattern", ["bfloat16", "integers", "all equal"])
+def test_tied_scores_give_the_torch_tokens_or_none(pattern):
+    """Ties everywhere (a cut between equal scores is torch's sort's own choice): never a token
+    torch would not draw."""
+    rng = random.Random(5)
+    for case in range(40):
+        params = [qwen3_code_0_like(rng) for _ in range(8)]
+        raw = torch.randn(8, 65, generator=torch.Generator().manual_seed(case))
+        scores = {"bfloat16": raw.to(torch.bfloat16).float(), "integers": (raw * 2).round(),
+                  "all equal": torch.zeros(8, 65)}[pattern]
+        native, want = race_both(params, scores, case)
+        assert native is None or torch.equal(native, want), case
+
+
+def test_nan_and_infinite_scores_are_left_to_torch():
+    params = [SamplingParams(temperature=1.0, top_k=10, top_p=0.9), SamplingParams(temperature=0.0)]
+    for bad in (float("nan"), float("inf")):
+        scores = torch.randn(2, 65)
+        scores[0, 3] = bad
+        assert race_both(params, scores, 0)[0] is None
+        scores = torch.randn(2, 65)
+        scores[1, 3] = bad  # the greedy row
+        if bad != bad:
+            assert race_both(params, scores, 0)[0] is None
+
+
+def test_a_tie_of_the_winner_and_the_runner_up_is_unsure():
+    params = [SamplingParams(temperature=1.0, top_k=5)]
+    scores = torch.tensor([[2.0, 2.0, 0.0, -1.0, -2.0, -3.0]])
+    noise = torch.ones_like(scores)
+    temperature, cutoff, top_k = warper_columns([SamplingState(p) for p in params], 6)
+    race = NativeRace(temperature, top_k, None, [False], 6)
+    assert race.race(scores, noise) is None
+    noise[0, 1] = 1.5  # now id 0 wins clearly
+    assert race.race(scores, noise).tolist() == [0]
+
+
+def test_rows_without_a_small_top_k_over_a_large_vocabulary_stay_with_torch():
+    assert not NativeRace.available(CPU, [0], 4096)
+    assert not NativeRace.available(CPU, [50, 1000], 4096)
+    assert NativeRace.available(CPU, [50, 0], 65)
+    assert not NativeRace.available(torch.device("meta"), [50], 65)
+
+
+def test_a_sampler_draws_the_same_with_and_without_the_kernel():
+    """The whole Sampler (penalties, stop ids, candidates, seeded rows over several steps): the
+    same tokens whichever path picks, so a seeded request does not depend on the build."""
+    rng = random.Random(3)
+    params = [SamplingParams(temperature=0.9, top_k=50, top_p=0.9, repetition_penalty=1.05, seed=row, min_tokens=2)
+              for row in range(12)] + [qwen3_code_0_like(rng) for _ in range(4)]
+    candidates = torch.arange(65).expand(len(params), -1)
+    runs = []
+    for native in (True, False):
+        states = [SamplingState(p, prompt_token_ids=[1, 2, 3]) for p in params]
+        sampler, tokens = Sampler(native=native), []
+        torch.manual_seed(0)
+        for step in range(20):
+            logits = torch.randn(len(params), 80, generator=torch.Generator().manual_seed(step)) * 3
+            picked = sampler(logits, states, [64], candidates)
+            for state, token in zip(states, picked.tolist()):
+                state.append(token)
+            tokens.append(picked)
+        runs.append(torch.stack(tokens))
+    assert torch.equal(runs[0], runs[1])

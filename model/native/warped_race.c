@@ -1,0 +1,161 @@
+/* Sampler's pick on the CPU, fused: temperature, top-k, top-p, softmax and the exponential race
+ * argmax(p / E) of every row in one call (model/sampling/native_race.py binds it;
+ * model/sampling/sampler.py's _Warpers.apply and exponential_race are the definition).
+ *
+ * It promises the torch ops' token or no token: where a row's outcome could differ from theirs by
+ * rounding (torch's vectorised exp and sums round in another order), it returns RACE_UNSURE and
+ * the caller runs the torch ops on the same noise. Unsure: a top-p cumulative probability within
+ * 1e-5 (relative) of its cut-off, or one that may underflow; top-p's cut passing between equal
+ * scores (torch's sort puts ties in no promised order); a runner-up within 1e-5 (relative) of
+ * the winner's p / E; a NaN score. A row that keeps more than max_kept ids after top-k is not
+ * served either (its sort would cost more than torch's).
+ *
+ * Per sampling row, as torch: s = score / temperature; top-k keeps every id whose s reaches the
+ * k-th highest (ties included); top-p sorts the kept ids ascending and drops those whose
+ * cumulative probability is <= 1 - top_p, never the last; p = softmax over what is left; the
+ * token is the first argmax of p / max(E, FLT_MIN). A greedy row takes the first maximum of its
+ * scores, before temperature.
+ */
+#include <float.h>
+#include <stddef.h>
+
+#include "ordering.h"
+
+enum { RACE_DRAWN = 0, RACE_UNSURE = 1 };
+
+/* Within this relative distance, torch's rounding and this file's may decide differently. */
+static const double UNSURE = 1e-5;
+/* exp(s - max) is 0 in any float32 exp below the first bound and a normal float above the second;
+ * between them, whether it is 0 is each exp's own. */
+static const float SURELY_ZERO = -120.0f, SURELY_NORMAL = -80.0f;
+
+typedef struct {
+    int64_t rows;
+    int64_t vocab;
+    int64_t max_kept;           /* a row keeping more ids after top-k is not served */
+    const float *temperature;   /* [rows], 1 for greedy rows */
+    const int64_t *top_k;       /* [rows], vocab where top-k is off */
+    const float *top_p_cutoff;  /* [rows] 1 - top_p; NULL when no row uses top-p */
+    const uint8_t *greedy;      /* [rows]; NULL when no row is greedy */
+    /* Workspace for one row at a time: scaled scores and keys (vocab); the kept keys sorted,
+     * their ranks, scores ascending and exps (max_kept). */
+    float *scaled;
+    uint64_t *keys;
+    uint64_t *sorted;
+    int32_t *ranks;
+    float *ascending;
+    float *exps;
+} chorus_race_plan;
+
+/* The lowest score top-k keeps: the k-th highest (every tie with it is kept too). */
+static float top_k_bar(const chorus_race_plan *plan, const float *scaled, int64_t k) {
+    uint64_t *keys = plan->keys;
+    for (int64_t i = 0; i < plan->vocab; i++) keys[i] = order_key(scaled[i], i);
+    select_largest(keys, plan->vocab, k);
+    uint64_t kth = keys[0];
+    for (int64_t i = 1; i < k; i++) kth = keys[i] < kth ? keys[i] : kth;
+    return scaled[key_id(kth)];
+}
+
+/* Top-p over the kept scores sorted ascending (value[j] the j-th lowest): the index of the first
+ * one it keeps, or -1 when the cut is unsure. */
+static int64_t top_p_first_kept(const float *value, float *exps, int64_t m, float cutoff) {
+    const float top = value[m - 1];
+    float sum = 0.0f;
+    for (int64_t j = 0; j < m; j++) {
+        exps[j] = expf(value[j] - top);
+        sum += exps[j];
+    }
+    const float scale = 1.0f / sum;
+    double cumulative = 0.0;
+    int64_t first = m - 1; /* the highest is never dropped */
+    for (int64_t j = 0; j < m - 1; j++) {
+        cumulative += (double)(exps[j] * scale);
+        /* A cut-off of 0 (a row without top-p beside one with it) drops exactly the ids of
+         * probability 0: unsure only where exp may or may not underflow. */
+        const int unsure = cutoff == 0.0f ? (value[j] - top > SURELY_ZERO && value[j] - top <= SURELY_NORMAL)
+                                          : fabs(cumulative - (double)cutoff) <= UNSURE * cutoff;
+        if (unsure) return -1;
+        if ((float)cumulative > cutoff) {
+            first = j;
+            break;
+        }
+    }
+    /* The cut between two equal scores: which of them torch's sort dropped is its own choice. */
+    if (first > 0 && value[first - 1] == value[first]) return -1;
+    return first;
+}
+
+/* One sampling row's token, or -1 when unsure or not served. */
+static int64_t race_row(const chorus_race_plan *plan, const float *row, const float *noise, int64_t r) {
+    const int64_t vocab = plan->vocab;
+    float *scaled = plan->scaled;
+    const float temperature = plan->temperature[r];
+    for (int64_t i = 0; i < vocab; i++) scaled[i] = row[i] / temperature;
+    for (int64_t i = 0; i < vocab; i++) {
+        if (scaled[i] != scaled[i] || scaled[i] == INFINITY) return -1; /* torch's softmax: NaN */
+    }
+    const float bar = plan->top_k[r] < vocab ? top_k_bar(plan, scaled, plan->top_k[r]) : -INFINITY;
+    uint64_t *kept = plan->keys;
+    int64_t m = 0;
+    for (int64_t i = 0; i < vocab; i++) {
+        if (scaled[i] >= bar && scaled[i] != -INFINITY) {
+            if (m == plan->max_kept) return -1;
+            kept[m++] = order_key(scaled[i], i);
+        }
+    }
+    if (m == 0) return -1; /* every score -inf: torch's softmax is NaN */
+    sort_descending(kept, plan->ranks, plan->sorted, m);
+    float *value = plan->exps;
+    int64_t first = 0;
+    if (plan->top_p_cutoff != NULL) {
+        float *ascending = plan->ascending; /* ascending[j]: the (m - j)-th highest */
+        for (int64_t j = 0; j < m; j++) ascending[j] = scaled[key_id(plan->sorted[m - 1 - j])];
+        first = top_p_first_kept(ascending, value, m, plan->top_p_cutoff[r]);
+        if (first < 0) return -1;
+    }
+    /* The survivors are descending ranks 0 .. m - 1 - first. */
+    const int64_t survivors = m - first;
+    const float top = scaled[key_id(plan->sorted[0])];
+    float sum = 0.0f;
+    for (int64_t d = 0; d < survivors; d++) {
+        value[d] = expf(scaled[key_id(plan->sorted[d])] - top);
+        sum += value[d];
+    }
+    int64_t best = -1;
+    double best_ratio = -1.0, runner_up = -1.0;
+    for (int64_t d = 0; d < survivors; d++) {
+        const int64_t id = key_id(plan->sorted[d]);
+        const float e = noise[id] < FLT_MIN ? FLT_MIN : noise[id];
+        const double ratio = (double)((value[d] / sum) / e);
+        if (ratio > best_ratio || (ratio == best_ratio && id < best)) {
+            runner_up = best_ratio;
+            best_ratio = ratio;
+            best = id;
+        } else if (ratio > runner_up) {
+            runner_up = ratio;
+        }
+    }
+    if (runner_up >= best_ratio * (1.0 - UNSURE)) return -1;
+    return best;
+}
+
+/* One token per row into out [rows], or RACE_UNSURE (out then holds nothing to use). scores:
+ * [rows, vocab] float32 with unit column stride; noise: [rows, vocab] Exp(1) draws. */
+int chorus_warped_race(const chorus_race_plan *plan, const float *scores, int64_t scores_row_stride,
+                       const float *noise, int64_t noise_row_stride, int64_t *out) {
+    for (int64_t r = 0; r < plan->rows; r++) {
+        const float *row = scores + r * scores_row_stride;
+        if (plan->greedy != NULL && plan->greedy[r]) {
+            for (int64_t i = 0; i < plan->vocab; i++) {
+                if (row[i] != row[i]) return RACE_UNSURE;
+            }
+            out[r] = first_maximum(row, plan->vocab);
+            continue;
+        }
+        const int64_t token = race_row(plan, row, noise + r * noise_row_stride, r);
+        if (token < 0) return RACE_UNSURE;
+        out[r] = token;
+    }
+    return RACE_DRAWN;
+}
