@@ -1,6 +1,7 @@
 /* Orders of float scores for the sampling kernels (candidate_draw.c, warped_race.c): a key per
  * (score, id) that one unsigned compare orders, a quickselect of the largest keys, a sort of a few
- * keys that vectorises, and the first maximum of a row as torch's argmax takes it. */
+ * keys that vectorises, the first maximum of a row as torch's argmax takes it, and where a top-p
+ * cut may fall otherwise in torch's rounding. */
 #ifndef CHORUS_ORDERING_H
 #define CHORUS_ORDERING_H
 
@@ -77,6 +78,16 @@ static inline int64_t first_maximum(const float *x, int64_t n) {
         }
     }
     return best;
+}
+
+/* Whether `cumulative <= cutoff`, top-p's drop, may decide otherwise in torch's rounding (its
+ * vectorised exp and sums round in another order): within 1e-5 (relative) of the cut-off; for a
+ * cut-off of 0 (a row without top-p beside one with it, which drops exactly the ids of
+ * probability 0), where exp(gap), gap = score - max, may or may not underflow to 0: below -120
+ * it is 0 in any float32 exp, above -80 a normal float. */
+static inline int top_p_unsure(double cumulative, float cutoff, float gap) {
+    if (cutoff == 0.0f) return gap > -120.0f && gap <= -80.0f;
+    return fabs(cumulative - (double)cutoff) <= 1e-5 * (double)cutoff;
 }
 
 #endif

@@ -23,11 +23,8 @@
 
 enum { RACE_DRAWN = 0, RACE_UNSURE = 1 };
 
-/* Within this relative distance, torch's rounding and this file's may decide differently. */
+/* Within this relative distance of the winner's p / E, torch's rounding may crown the runner-up. */
 static const double UNSURE = 1e-5;
-/* exp(s - max) is 0 in any float32 exp below the first bound and a normal float above the second;
- * between them, whether it is 0 is each exp's own. */
-static const float SURELY_ZERO = -120.0f, SURELY_NORMAL = -80.0f;
 
 typedef struct {
     int64_t rows;
@@ -71,11 +68,7 @@ static int64_t top_p_first_kept(const float *value, float *exps, int64_t m, floa
     int64_t first = m - 1; /* the highest is never dropped */
     for (int64_t j = 0; j < m - 1; j++) {
         cumulative += (double)(exps[j] * scale);
-        /* A cut-off of 0 (a row without top-p beside one with it) drops exactly the ids of
-         * probability 0: unsure only where exp may or may not underflow. */
-        const int unsure = cutoff == 0.0f ? (value[j] - top > SURELY_ZERO && value[j] - top <= SURELY_NORMAL)
-                                          : fabs(cumulative - (double)cutoff) <= UNSURE * cutoff;
-        if (unsure) return -1;
+        if (top_p_unsure(cumulative, cutoff, value[j] - top)) return -1;
         if ((float)cumulative > cutoff) {
             first = j;
             break;

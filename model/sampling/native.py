@@ -4,11 +4,12 @@ data) for a few hundred nanoseconds of arithmetic:
 
 - `NativeCandidateDraw` (candidate_draw.c): `SubStepSampler`'s draw over top-k candidates
   (model/sampling/candidates.py), 61 us for 16 rows over 64 codes in torch ops, fifteen times a
-  frame. It draws the torch ops' tokens from the same logits and noise but for what its C file
-  says (float ties; top-p cut-offs within a few ulp of a cumulative probability).
-- `NativeRace` (warped_race.c): `Sampler`'s warpers and exponential race. It returns the torch
-  ops' token or none (then the caller runs them on the same noise), so what a seeded request
-  draws never depends on whether the kernel was built.
+  frame.
+- `NativeRace` (warped_race.c): `Sampler`'s warpers and exponential race.
+
+Each returns the torch ops' tokens for the same inputs and noise, or None where rounding could
+make them differ (its C file says where); the caller then runs the torch ops on the same noise.
+So what a seeded request draws never depends on whether a kernel was built.
 
 Each is used only where its kernel is built (model/native/build.py) and the rows are on the CPU.
 """
@@ -124,15 +125,16 @@ class NativeCandidateDraw:
         self._noise_rows = [base + step * step_bytes for step in range(gumbel.shape[1])]
         self._noise_stride = gumbel.stride(0)
 
-    def draw(self, logits: Tensor, step: int) -> Tensor:
-        """One token per row [B] for sub-step `step` from logits [B, V]."""
+    def draw(self, logits: Tensor, step: int) -> Tensor | None:
+        """One token per row [B] for sub-step `step` from logits [B, V], or None where the kernel
+        cannot promise the torch ops' tokens."""
         logits = _rows_in(logits, self.rows, self.vocab_size)
         tokens = torch.empty(self.rows, dtype=torch.int64)
         status = self._call(self._plan_address, logits.data_ptr(), logits.stride(0), self._noise_rows[step],
                             self._noise_stride, tokens.data_ptr())
-        if status != 0:
+        if status < 0:
             raise RuntimeError(f"candidate_draw refused its plan ({self._plan.candidates} of {self.vocab_size})")
-        return tokens
+        return tokens if status == 0 else None
 
 
 class NativeRace:

@@ -34,7 +34,8 @@ class SubStepSampler:
         self._greedy: Tensor | None = None  # [B] bool, None when no row is greedy
         self._warper: CandidateWarper | None = None  # None when every row is greedy
         self._native: NativeCandidateDraw | None = None  # the warper's rows' C draw, where used
-        self._gumbel: tuple[Tensor, ...] = ()  # per sub-step [B, K], ascending candidate order
+        self._noise: Tensor | None = None  # the frame's [B, steps, K] noise, ascending candidate order
+        self._gumbel: tuple[Tensor, ...] = ()  # per sub-step [B, K] views of it (the torch draws')
 
     def warm(self, device: torch.device | str) -> None:
         """Builds now what the draws on `device` will use (the C kernel, on the CPU), so that the
@@ -47,12 +48,12 @@ class SubStepSampler:
             self._prepare(states, vocab_size, device)
         if self._warper is None:
             return
-        gumbel = self._warper.gumbel(states, steps, vocab_size)
+        self._noise = self._warper.gumbel(states, steps, vocab_size)
         if self._native is not None:
-            self._native.start(gumbel)
+            self._native.start(self._noise)
         else:
             # One view per sub-step, made in one call (a select per draw is a dispatch per draw).
-            self._gumbel = gumbel.unbind(1)
+            self._gumbel = self._noise.unbind(1)
 
     def _same_states(self, states: Sequence[SamplingState], vocab_size: int) -> bool:
         """The last frame's states over the same vocabulary: what `_prepare` made of them holds."""
@@ -65,7 +66,7 @@ class SubStepSampler:
                 raise ValueError("sub-step states cannot carry a repetition penalty or a minimum length")
         self._states, self._vocab_size = tuple(states), vocab_size
         greedy = [state.params.greedy for state in states]
-        self._warper = self._greedy = self._native = None
+        self._warper = self._greedy = self._native = self._noise = None
         self._gumbel = ()
         if all(greedy):
             return
@@ -91,8 +92,13 @@ class SubStepSampler:
         if self._warper is None:
             return logits.argmax(dim=-1)
         if self._native is not None:
-            return self._native.draw(logits, step)
-        picked = self._warper.pick(*self._warper.ascending_scores(logits), self._gumbel[step])
+            drawn = self._native.draw(logits, step)
+            if drawn is not None:
+                return drawn
+            gumbel = self._noise[:, step]  # the kernel was unsure: the torch ops, on the same noise
+        else:
+            gumbel = self._gumbel[step]
+        picked = self._warper.pick(*self._warper.ascending_scores(logits), gumbel)
         if self._greedy is None:
             return picked
         return torch.where(self._greedy, logits.argmax(dim=-1), picked)

@@ -4,6 +4,7 @@ and their build (model/native/build.py)."""
 from __future__ import annotations
 
 import logging
+import math
 import random
 
 import pytest
@@ -22,9 +23,9 @@ STEPS = 4
 pytestmark = pytest.mark.skipif(not NativeCandidateDraw.available(CPU, 1), reason="no C compiler: the torch path serves")
 
 
-def random_params(rng: random.Random, seed: int, top_ps=(1.0,)) -> SamplingParams:
+def random_params(rng: random.Random, seed: int) -> SamplingParams:
     return SamplingParams(temperature=rng.choice([0.0, 0.5, 0.9, 1.0, 1.7]), top_k=rng.choice([1, 5, 30, 50, 200]),
-                          top_p=rng.choice(top_ps), seed=rng.choice([seed, None]))
+                          top_p=rng.choice([1.0, 1.0, 0.95, 0.8, 0.5]), seed=rng.choice([seed, None]))
 
 
 def frame(params: list[SamplingParams], logits: torch.Tensor, native: bool) -> torch.Tensor:
@@ -35,96 +36,65 @@ def frame(params: list[SamplingParams], logits: torch.Tensor, native: bool) -> t
     return torch.stack([sampler.draw(logits[step], step) for step in range(STEPS)], dim=1)
 
 
+def served(params: list[SamplingParams], logits: torch.Tensor) -> int:
+    """How many of the frame's sub-steps the kernel drew itself (not unsure)."""
+    states = [SamplingState(p) for p in params]
+    warper = CandidateWarper(states, logits.shape[-1], CPU)
+    draw = NativeCandidateDraw(warper.temperature, warper.row_top_k, warper.row_top_p_cutoff,
+                               [p.greedy for p in params], logits.shape[-1], warper.candidates)
+    draw.start(warper.gumbel(states, STEPS, logits.shape[-1]))
+    return sum(draw.draw(logits[step], step) is not None for step in range(STEPS))
+
+
 @pytest.mark.parametrize("vocab", [64, 2048])
-@pytest.mark.parametrize("case", range(4))
-def test_without_top_p_it_draws_the_torch_tokens_exactly(vocab, case):
-    """Mixed temperatures, top-k (off, 1, below and at K), greedy and seeded rows: division, the
-    masks, the noise and the argmax are the same float operations, so every token is the same."""
+@pytest.mark.parametrize("case", range(6))
+def test_a_frame_draws_the_torch_tokens_and_the_kernel_draws_nearly_all(vocab, case):
+    """Mixed temperatures, top-k (1, below and at K), top-p, greedy and seeded rows: the same
+    tokens with and without the kernel, which was unsure of at most one sub-step in four."""
     rng = random.Random(case)
     params = [random_params(rng, seed=10 * case + row) for row in range(rng.randint(1, 16))]
     logits = torch.randn(STEPS, len(params), vocab, generator=torch.Generator().manual_seed(case)) * 3
     assert torch.equal(frame(params, logits, native=True), frame(params, logits, native=False))
+    if not all(p.greedy for p in params):
+        assert served(params, logits) >= STEPS - 1
 
 
-def test_with_top_p_it_differs_only_where_a_cut_off_is_within_rounding():
-    """torch's softmax sums in another order: a cumulative probability within a few ulp of
-    1 - top_p may fall on the other side. Elsewhere every token is the torch one."""
-    rng = random.Random(7)
-    ambiguous = mismatched = 0
-    for case in range(20):
-        params = [random_params(rng, seed=case * 100 + row, top_ps=(1.0, 0.95, 0.8, 0.5)) for row in range(16)]
-        logits = torch.randn(STEPS, 16, 64, generator=torch.Generator().manual_seed(case)) * 2
-        native, torch_ops = frame(params, logits, native=True), frame(params, logits, native=False)
-        near = near_cut_off(params, logits)
-        mismatched += int(((native != torch_ops) & ~near).sum())
-        ambiguous += int(near.sum())
-    assert mismatched == 0
-    assert ambiguous < 5  # the exception is rare, or this test says nothing
-
-
-def near_cut_off(params: list[SamplingParams], logits: torch.Tensor) -> torch.Tensor:
-    """[B, STEPS]: where a row's ascending cumulative probability is within rounding of its cut-off
-    (an unseeded row's noise does not matter here: the cut-off depends on the logits alone)."""
-    states = [SamplingState(p) for p in params]
-    warper = CandidateWarper(states, logits.shape[-1], CPU)
-    near = torch.zeros(len(params), STEPS, dtype=torch.bool)
-    if warper.top_p_cutoff is None:
-        return near
-    for step in range(STEPS):
-        scores = warped_without_top_p(warper, logits[step])
-        cumulative = scores.softmax(dim=-1).cumsum(dim=-1)
-        # Within 1e-6 relative (a few float32 ulp) of a positive cut-off; of a cut-off of 0 (a
-        # row without top-p beside one with it), only what may underflow to 0 or not.
-        cutoff = warper.top_p_cutoff
-        close = (cumulative - cutoff).abs() <= 1e-6 * cutoff + 1e-37
-        near[:, step] = (close & (cumulative > 0)).any(dim=-1)
-    return near
-
-
-def warped_without_top_p(warper: CandidateWarper, logits: torch.Tensor) -> torch.Tensor:
-    values, _ = logits.topk(warper.candidates, dim=-1)
-    scores = values.flip(-1) / warper.temperature
-    return scores if warper.top_k_mask is None else scores + warper.top_k_mask
-
-
-@pytest.mark.parametrize("pattern", ["ascending", "descending", "constant", "two values"])
-def test_ordered_and_tied_logits_draw_within_each_rows_top_k(pattern):
-    """Orders that trouble a quickselect, and ties (bf16 logits tie often): every sampled token
-    is among the ids whose logit reaches the row's k-th highest, a greedy row takes the first
-    maximum, and the same frame draws the same tokens again."""
+@pytest.mark.parametrize("pattern", ["ascending", "descending", "constant", "two values", "bfloat16"])
+def test_ordered_and_tied_logits_draw_the_torch_tokens(pattern):
+    """Orders that trouble a quickselect, and ties (bfloat16 logits tie often; torch's topk puts
+    them in no promised order, so the kernel leaves them to it): the torch ops' tokens."""
     vocab, rows = 256, 6
-    base = {"ascending": torch.arange(vocab, dtype=torch.float32), "descending": -torch.arange(vocab, dtype=torch.float32),
-            "constant": torch.zeros(vocab), "two values": (torch.arange(vocab) % 2).float()}[pattern]
-    logits = base.repeat(STEPS, rows, 1) / 10
-    params = [SamplingParams(temperature=1.0, top_k=k, seed=row) for row, k in enumerate((1, 5, 30, 50, 0))]
+    base = {"ascending": torch.arange(vocab, dtype=torch.float32) / 10,
+            "descending": -torch.arange(vocab, dtype=torch.float32) / 10, "constant": torch.zeros(vocab),
+            "two values": (torch.arange(vocab) % 2).float(),
+            "bfloat16": torch.randn(vocab, generator=torch.Generator().manual_seed(2)).bfloat16().float()}[pattern]
+    logits = base.repeat(STEPS, rows, 1)
+    params = [SamplingParams(temperature=1.0, top_k=k, top_p=p, seed=row)
+              for row, (k, p) in enumerate(((1, 1.0), (5, 0.9), (30, 1.0), (50, 0.5), (200, 0.95)))]
     params.append(SamplingParams(temperature=0.0))
-    tokens = frame(params, logits, native=True)
-    assert torch.equal(tokens, frame(params, logits, native=True))
-    for row, p in enumerate(params):
-        if p.greedy:
-            assert (tokens[row] == int(base.argmax())).all()
-            continue
-        kept = p.top_k or vocab
-        bar = base.sort(descending=True).values[kept - 1]
-        assert (base[tokens[row]] >= bar).all(), (pattern, p.top_k)
+    assert torch.equal(frame(params, logits, native=True), frame(params, logits, native=False))
+    if pattern in ("ascending", "descending"):
+        assert served(params, logits) == STEPS
+    if pattern in ("constant", "two values"):
+        assert served(params, logits) == 0
 
 
-def test_nan_logits_still_give_ids_of_the_vocabulary():
+def test_nan_logits_are_left_to_torch():
     logits = torch.randn(STEPS, 3, 64)
     logits[:, :, ::7] = float("nan")
     params = [SamplingParams(temperature=1.0, top_k=30, top_p=0.9, seed=1), SamplingParams(temperature=0.0),
-              SamplingParams(temperature=1.0, top_k=0, seed=2)]
-    tokens = frame(params, logits, native=True)
-    assert ((tokens >= 0) & (tokens < 64)).all()
+              SamplingParams(temperature=1.0, top_k=60, seed=2)]
+    assert served(params, logits) == 0
+    assert torch.equal(frame(params, logits, native=True), frame(params, logits, native=False))
 
 
 def test_strided_and_bfloat16_logits_are_drawn_as_their_float32_copies():
     params = [SamplingParams(temperature=0.8, top_k=20, seed=row) for row in range(5)]
     wide = torch.randn(STEPS, 5, 128, generator=torch.Generator().manual_seed(3))
     every_other = wide[:, :, ::2]  # column stride 2
-    assert torch.equal(frame(params, every_other, native=True), frame(params, every_other.contiguous(), native=True))
-    low = wide.to(torch.bfloat16)  # many ties: the kernel's order of tied ids is its own, not torch's topk's
-    assert torch.equal(frame(params, low, native=True), frame(params, low.float(), native=True))
+    assert torch.equal(frame(params, every_other, native=True), frame(params, every_other.contiguous(), native=False))
+    low = wide.to(torch.bfloat16)
+    assert torch.equal(frame(params, low, native=True), frame(params, low.float(), native=False))
 
 
 def test_logits_of_another_shape_are_refused_before_the_kernel_reads_them():
@@ -273,3 +243,17 @@ def test_a_sampler_draws_the_same_with_and_without_the_kernel():
             tokens.append(picked)
         runs.append(torch.stack(tokens))
     assert torch.equal(runs[0], runs[1])
+
+
+def test_a_top_p_cut_at_a_cumulative_probability_is_left_to_torch():
+    """Probabilities 3/4 and 1/4 with top-p 0.75: the lower one's cumulative probability is the
+    cut-off itself, which rounding may put on either side. Both kernels say they are unsure."""
+    params = [SamplingParams(temperature=1.0, top_k=2, top_p=0.75, seed=4)]
+    row = torch.full((8,), -10.0)
+    row[0], row[1] = math.log(3.0), 0.0
+    logits = row.repeat(STEPS, 1, 1)
+    assert served(params, logits) == 0
+    assert torch.equal(frame(params, logits, native=True), frame(params, logits, native=False))
+    temperature, cutoff, top_k = warper_columns([SamplingState(p) for p in params], 8)
+    race = NativeRace(temperature, top_k, cutoff, [False], 8)
+    assert race.race(logits[0], torch.ones(1, 8)) is None
