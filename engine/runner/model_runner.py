@@ -15,6 +15,7 @@ from engine.runner.kv_setup import build_kv_cache
 from memory.kv_cache_manager import KVCacheManager
 from model.attention.metadata import AttentionMetadata
 from model.families.base import SpeechFamily, StreamState
+from model.sampling.native import build_sampling_kernels
 from scheduler.output import ScheduledChunk
 
 
@@ -135,9 +136,12 @@ def token_positions(chunks: Sequence[ScheduledChunk]) -> torch.Tensor:
 def build_model_runner(family: SpeechFamily, config: EngineConfig, device: torch.device,
                        clock: Callable[[], float] = time.perf_counter) -> ModelRunner:
     """Sizes and allocates the KV cache (profiling a step first on CUDA), then on CUDA fuses the
-    backbone's ops when `config.gpu.fused_ops` asks and captures its decode graphs when enabled."""
+    backbone's ops when `config.gpu.fused_ops` asks and captures its decode graphs when enabled;
+    on the CPU builds the sampling kernels, so that no request waits for a compiler."""
     kv_manager, kv_caches = build_kv_cache(family, config, device)
     if config.gpu.fused_ops and device.type == "cuda":
         family.backbone.fuse_ops()
     decode_graphs = capture_decode_graphs(family, kv_caches, config, device)
+    if device.type == "cpu":
+        build_sampling_kernels()
     return ModelRunner(family, kv_manager, kv_caches, device, decode_graphs, clock)

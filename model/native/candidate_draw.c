@@ -12,11 +12,11 @@
  * order torch's are, and where an outcome could still differ it returns DRAW_UNSURE and the caller
  * runs the torch ops on the same noise. Unsure: equal logits among or just past the K candidates
  * (torch's topk puts ties in no promised order, and a candidate's place picks its noise), a top-p
- * cut within rounding (ordering.h), a NaN logit.
+ * cut within rounding (scores.h), a NaN logit.
  */
 #include <stddef.h>
 
-#include "ordering.h"
+#include "scores.h"
 
 enum { DRAW_DONE = 0, DRAW_UNSURE = 1, DRAW_REFUSED = -1 };
 
@@ -73,12 +73,7 @@ static int top_candidates(const chorus_draw_plan *plan, const float *logits) {
  * 0, or -1 when a drop is unsure. */
 static int drop_below_top_p(float *scores, float *exps, int64_t k, float cutoff) {
     const float top = scores[k - 1];
-    float sum = 0.0f;
-    for (int64_t a = 0; a < k; a++) {
-        exps[a] = expf(scores[a] - top);
-        sum += exps[a];
-    }
-    const float scale = 1.0f / sum;
+    const float scale = 1.0f / exps_below_top(scores, exps, k);
     double cumulative = 0.0;
     for (int64_t a = 0; a < k - 1; a++) {
         cumulative += (double)(exps[a] * scale);

@@ -19,7 +19,7 @@
 #include <float.h>
 #include <stddef.h>
 
-#include "ordering.h"
+#include "scores.h"
 
 enum { RACE_DRAWN = 0, RACE_UNSURE = 1 };
 
@@ -54,15 +54,11 @@ static float top_k_bar(const chorus_race_plan *plan, const float *scaled, int64_
     return scaled[key_id(kth)];
 }
 
-/* Top-p over the kept scores sorted ascending (value[j] the j-th lowest): the index of the first
- * one it keeps, or -1 when the cut is unsure. */
-static int64_t top_p_first_kept(const float *value, float *exps, int64_t m, float cutoff) {
+/* Top-p over the kept scores sorted ascending (value[j] the j-th lowest; exps[j] = exp(value[j] -
+ * the highest), summing to `sum`): the index of the first one it keeps, or -1 when the cut is
+ * unsure. */
+static int64_t top_p_first_kept(const float *value, const float *exps, float sum, int64_t m, float cutoff) {
     const float top = value[m - 1];
-    float sum = 0.0f;
-    for (int64_t j = 0; j < m; j++) {
-        exps[j] = expf(value[j] - top);
-        sum += exps[j];
-    }
     const float scale = 1.0f / sum;
     double cumulative = 0.0;
     int64_t first = m - 1; /* the highest is never dropped */
@@ -99,28 +95,23 @@ static int64_t race_row(const chorus_race_plan *plan, const float *row, const fl
     }
     if (m == 0) return -1; /* every score -inf: torch's softmax is NaN */
     sort_descending(kept, plan->ranks, plan->sorted, m);
-    float *value = plan->exps;
+    /* Ascending: j holds the (m - j)-th highest, descending rank m - 1 - j. */
+    float *ascending = plan->ascending, *exps = plan->exps;
+    for (int64_t j = 0; j < m; j++) ascending[j] = scaled[key_id(plan->sorted[m - 1 - j])];
+    float sum = exps_below_top(ascending, exps, m);
     int64_t first = 0;
     if (plan->top_p_cutoff != NULL) {
-        float *ascending = plan->ascending; /* ascending[j]: the (m - j)-th highest */
-        for (int64_t j = 0; j < m; j++) ascending[j] = scaled[key_id(plan->sorted[m - 1 - j])];
-        first = top_p_first_kept(ascending, value, m, plan->top_p_cutoff[r]);
+        first = top_p_first_kept(ascending, exps, sum, m, plan->top_p_cutoff[r]);
         if (first < 0) return -1;
-    }
-    /* The survivors are descending ranks 0 .. m - 1 - first. */
-    const int64_t survivors = m - first;
-    const float top = scaled[key_id(plan->sorted[0])];
-    float sum = 0.0f;
-    for (int64_t d = 0; d < survivors; d++) {
-        value[d] = expf(scaled[key_id(plan->sorted[d])] - top);
-        sum += value[d];
+        sum = 0.0f; /* the softmax of what top-p left: [first, m) */
+        for (int64_t j = first; j < m; j++) sum += exps[j];
     }
     int64_t best = -1;
     double best_ratio = -1.0, runner_up = -1.0;
-    for (int64_t d = 0; d < survivors; d++) {
-        const int64_t id = key_id(plan->sorted[d]);
+    for (int64_t j = first; j < m; j++) {
+        const int64_t id = key_id(plan->sorted[m - 1 - j]);
         const float e = noise[id] < FLT_MIN ? FLT_MIN : noise[id];
-        const double ratio = (double)((value[d] / sum) / e);
+        const double ratio = (double)((exps[j] / sum) / e);
         if (ratio > best_ratio || (ratio == best_ratio && id < best)) {
             runner_up = best_ratio;
             best_ratio = ratio;

@@ -36,6 +36,11 @@ def _warped_race():
     return row_kernel("warped_race", "chorus_warped_race")
 
 
+def build_sampling_kernels() -> bool:
+    """Builds (or loads) both kernels now rather than at their first use; whether both are there."""
+    return _candidate_draw() is not None and _warped_race() is not None
+
+
 def _pointer_fields(*names: str) -> list[tuple[str, type]]:
     return [(name, ctypes.c_void_p) for name in names]
 

@@ -37,12 +37,6 @@ class SubStepSampler:
         self._noise: Tensor | None = None  # the frame's [B, steps, K] noise, ascending candidate order
         self._gumbel: tuple[Tensor, ...] = ()  # per sub-step [B, K] views of it (the torch draws')
 
-    def warm(self, device: torch.device | str) -> None:
-        """Builds now what the draws on `device` will use (the C kernel, on the CPU), so that the
-        first frame does not wait for a compiler."""
-        if self._native_allowed:
-            NativeCandidateDraw.available(torch.device(device), 1)
-
     def start(self, states: Sequence[SamplingState], steps: int, vocab_size: int, device: torch.device) -> None:
         if not self._same_states(states, vocab_size):
             self._prepare(states, vocab_size, device)

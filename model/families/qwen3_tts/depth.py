@@ -71,7 +71,6 @@ class CodePredictor(nn.Module):
                                f"(captured graphs use it); {rows} rows do not fit")
         self._final = final
         weight = self.norm.weight
-        self.sampler.warm(weight.device)
         shape = (2, rows, self.block_size, self.arch.num_key_value_heads, self.arch.head_dim)
         self._scratch = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.layers]
         self._plans.clear()

@@ -1,9 +1,9 @@
-/* Orders of float scores for the sampling kernels (candidate_draw.c, warped_race.c): a key per
- * (score, id) that one unsigned compare orders, a quickselect of the largest keys, a sort of a few
- * keys that vectorises, the first maximum of a row as torch's argmax takes it, and where a top-p
- * cut may fall otherwise in torch's rounding. */
-#ifndef CHORUS_ORDERING_H
-#define CHORUS_ORDERING_H
+/* What both sampling kernels (candidate_draw.c, warped_race.c) do to a row of float scores: a key
+ * per (score, id) that one unsigned compare orders, a quickselect of the largest keys, a sort of a
+ * few keys that vectorises, the first maximum as torch's argmax takes it, exp of a score less the
+ * row's maximum, and where a top-p cut may fall otherwise in torch's rounding. */
+#ifndef CHORUS_SCORES_H
+#define CHORUS_SCORES_H
 
 #include <math.h>
 #include <stdint.h>
@@ -80,11 +80,42 @@ static inline int64_t first_maximum(const float *x, int64_t n) {
     return best;
 }
 
+/* exp(x) for x <= 0 (a score less its row's maximum), within 1.5 ulp of the exact value, and 0
+ * below -87 (where exp is subnormal; top_p_unsure treats that band as unsure). Branch-free, so
+ * a loop of it vectorises (with -fno-trapping-math, build.py): libm's expf is a call per value.
+ * exp(r) on the reduced range |r| <= ln(2) / 2 is the minimax polynomial of Cephes' expf; ln 2
+ * is split in two so that x - n ln 2 loses nothing. */
+static inline float exp_nonpositive(float x) {
+    const float clamped = x < -87.0f ? -87.0f : x;
+    const float n = floorf(clamped * 1.44269504088896341f + 0.5f);
+    const float r = (clamped - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const int32_t exponent = ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 0] */
+    float scale;
+    memcpy(&scale, &exponent, sizeof scale);
+    return x < -87.0f ? 0.0f : (p * r * r + r + 1.0f) * scale;
+}
+
+/* exps[j] = exp(ascending[j] - the highest, ascending[n - 1]); returns their sum, added in order
+ * (a loop of its own: the exps vectorise, a float sum would not). */
+static inline float exps_below_top(const float *restrict ascending, float *restrict exps, int64_t n) {
+    const float top = ascending[n - 1];
+    for (int64_t j = 0; j < n; j++) exps[j] = exp_nonpositive(ascending[j] - top);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) sum += exps[j];
+    return sum;
+}
+
 /* Whether `cumulative <= cutoff`, top-p's drop, may decide otherwise in torch's rounding (its
  * vectorised exp and sums round in another order): within 1e-5 (relative) of the cut-off; for a
  * cut-off of 0 (a row without top-p beside one with it, which drops exactly the ids of
- * probability 0), where exp(gap), gap = score - max, may or may not underflow to 0: below -120
- * it is 0 in any float32 exp, above -80 a normal float. */
+ * probability 0), where exp(gap), gap = score - max, may or may not be 0: below -120 it is 0 in
+ * any float32 exp, above -80 a normal float in any. */
 static inline int top_p_unsure(double cumulative, float cutoff, float gap) {
     if (cutoff == 0.0f) return gap > -120.0f && gap <= -80.0f;
     return fabs(cumulative - (double)cutoff) <= 1e-5 * (double)cutoff;
