@@ -1,13 +1,13 @@
 """Compiles a kernel's C source of this folder into a shared library on first use, and loads it.
 
 Every kernel here is a row kernel: `status = f(plan, rows, row stride, noise, noise stride, out)`,
-the plan a struct of the kernel's own (`row_kernel` binds it). A library is built for the CPU it runs on (`-march=native`: the kernels' loops are vectorised for
-the widest unit it has) and cached under a name made of the source's, the compiler's and the CPU's
-digest, so a changed source, another compiler or another CPU model builds anew and a cached one is
-never stale. It is built into a temporary name and renamed, so processes that build at once never
-load half a file. With no
-compiler, a failed build, or `CHORUS_NATIVE_KERNELS=0`, `load` returns None and the caller keeps
-its torch path: a native kernel only ever makes a path faster, never possible.
+the plan a struct of the kernel's own (`row_kernel` binds it). A library is built for the CPU it
+runs on (`-march=native`: the kernels' loops are vectorised for the widest unit it has) and cached
+under a name made of the sources', the compiler's and the CPU's digest, so a changed source or
+header, another compiler or another CPU model builds anew and a cached one is never stale. It is
+built into a temporary name and renamed, so processes that build at once never load half a file.
+With no compiler, a failed build, or `CHORUS_NATIVE_KERNELS=0`, `load` returns None and the caller
+keeps its torch path: a native kernel only ever makes a path faster, never possible.
 """
 from __future__ import annotations
 
@@ -84,7 +84,11 @@ def load(name: str) -> ctypes.CDLL | None:
         except (OSError, subprocess.SubprocessError) as error:
             log.warning("building the %s kernel failed, it falls back to torch ops: %s", name, error)
             return None
-    return ctypes.CDLL(str(library))
+    try:
+        return ctypes.CDLL(str(library))
+    except OSError as error:  # a cached file this process cannot load (truncated by a full disk, say)
+        log.warning("loading the %s kernel failed, it falls back to torch ops: %s", name, error)
+        return None
 
 
 @cache

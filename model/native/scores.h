@@ -57,8 +57,8 @@ static inline void select_largest(uint64_t *keys, int64_t n, int64_t k) {
 
 /* Sorts keys [0, k) descending into `sorted`: each key's rank is how many keys exceed it (the
  * keys are distinct), counted for all keys at once so that the loop vectorises. */
-static inline void sort_descending(const uint64_t *restrict keys, int32_t *restrict ranks, uint64_t *restrict sorted,
-                            int64_t k) {
+static inline void sort_descending(const uint64_t *restrict keys, int32_t *restrict ranks,
+                                   uint64_t *restrict sorted, int64_t k) {
     for (int64_t a = 0; a < k; a++) ranks[a] = 0;
     for (int64_t b = 0; b < k; b++) {
         const uint64_t kb = keys[b];
@@ -81,7 +81,7 @@ static inline int64_t first_maximum(const float *x, int64_t n) {
 }
 
 /* exp(x) for x <= 0 (a score less its row's maximum), within 1.5 ulp of the exact value, and 0
- * below -87 (where exp is subnormal; top_p_unsure treats that band as unsure). Branch-free, so
+ * below -87 (near where exp turns subnormal; top_p_unsure treats that band as unsure). Branch-free, so
  * a loop of it vectorises (with -fno-trapping-math, build.py): libm's expf is a call per value.
  * exp(r) on the reduced range |r| <= ln(2) / 2 is the minimax polynomial of Cephes' expf; ln 2
  * is split in two so that x - n ln 2 loses nothing. */

@@ -164,7 +164,8 @@ class NativeRace:
         self._workspace = (torch.empty(vocab_size), torch.empty(vocab_size, dtype=torch.int64),
                            torch.empty(kept, dtype=torch.int64), torch.empty(kept, dtype=torch.int32),
                            torch.empty(kept), torch.empty(kept))
-        self._plan = _RacePlan(self.rows, vocab_size, kept, *(None if c is None else c.data_ptr() for c in self._columns),
+        self._plan = _RacePlan(self.rows, vocab_size, kept,
+                               *(None if c is None else c.data_ptr() for c in self._columns),
                                *(tensor.data_ptr() for tensor in self._workspace))
         self._plan_address = ctypes.addressof(self._plan)
 

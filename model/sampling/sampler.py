@@ -36,6 +36,7 @@ class _Warpers:
             self._race = NativeRace(temperature, top_k, cutoff if self.use_top_p else None, greedy, vocab_size)
 
     def columns(self) -> tuple[Tensor, Tensor, Tensor]:
+        """`warper_columns` of the states (temperature, 1 - top_p, top-k), made once."""
         if self._columns is None:
             self._columns = warper_columns(self.states, self.vocab_size, self.device)
         return self._columns

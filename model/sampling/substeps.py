@@ -5,7 +5,7 @@ Per frame, `start` computes once what depends on the states alone (greedy rows, 
 cut-offs, how many candidates to keep: a `CandidateWarper`, kept while the states stay the same)
 and the noise of every sub-step, so each `draw` is a top-k of the logits, the warpers over those
 candidates and the Gumbel-max pick (model/sampling/candidates.py). On the CPU that draw is one C
-call where the kernel is built (model.sampling.native.py), torch ops elsewhere.
+call where the kernel is built (model/sampling/native.py), torch ops elsewhere.
 """
 from __future__ import annotations
 

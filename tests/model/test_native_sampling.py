@@ -20,7 +20,8 @@ from model.sampling.substeps import SubStepSampler
 CPU = torch.device("cpu")
 STEPS = 4
 
-pytestmark = pytest.mark.skipif(not NativeCandidateDraw.available(CPU, 1), reason="no C compiler: the torch path serves")
+pytestmark = pytest.mark.skipif(not NativeCandidateDraw.available(CPU, 1),
+                                reason="no C compiler: the torch path serves")
 
 
 def random_params(rng: random.Random, seed: int) -> SamplingParams:
@@ -142,7 +143,8 @@ def test_a_library_is_built_once_and_then_loaded_from_the_cache(monkeypatch, tmp
 
 # --- The warpers' race: Sampler's pick -----------------------------------------------------------
 
-def race_both(params: list[SamplingParams], scores: torch.Tensor, seed: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+def race_both(params: list[SamplingParams], scores: torch.Tensor,
+              seed: int) -> tuple[torch.Tensor | None, torch.Tensor]:
     """(the kernel's tokens or None, the torch ops' tokens) from the same scores and noise."""
     states = [SamplingState(p) for p in params]
     torch.manual_seed(seed)
@@ -257,3 +259,22 @@ def test_a_top_p_cut_at_a_cumulative_probability_is_left_to_torch():
     temperature, cutoff, top_k = warper_columns([SamplingState(p) for p in params], 8)
     race = NativeRace(temperature, top_k, cutoff, [False], 8)
     assert race.race(logits[0], torch.ones(1, 8)) is None
+
+
+def test_a_cached_library_that_does_not_load_leaves_the_torch_path(monkeypatch, tmp_path, caplog):
+    """A file under the cached name that is no library (a disk that filled mid-copy, say)."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    monkeypatch.setenv("CHORUS_NATIVE_CACHE", str(good))
+    try:
+        build.load.cache_clear()
+        assert build.load("candidate_draw") is not None  # its name, in another folder
+        bad.mkdir()
+        for built in good.glob("candidate_draw-*.so"):
+            (bad / built.name).write_bytes(b"not a shared library")
+        monkeypatch.setenv("CHORUS_NATIVE_CACHE", str(bad))
+        build.load.cache_clear()
+        with caplog.at_level(logging.WARNING, logger=build.__name__):
+            assert build.load("candidate_draw") is None
+        assert "loading the candidate_draw kernel failed" in caplog.text
+    finally:
+        build.load.cache_clear()
