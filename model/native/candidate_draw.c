@@ -21,13 +21,8 @@
 enum { DRAW_DONE = 0, DRAW_UNSURE = 1, DRAW_REFUSED = -1 };
 
 typedef struct {
-    int64_t rows;
-    int64_t vocab;
+    chorus_rows batch;          /* top_k: each row's own, 1..K */
     int64_t candidates;         /* K */
-    const float *temperature;   /* [rows], 1 for greedy rows */
-    const int64_t *top_k;       /* [rows], each row's own top-k, 1..K */
-    const float *top_p_cutoff;  /* [rows] 1 - top_p; NULL when no row uses top-p */
-    const uint8_t *greedy;      /* [rows]; NULL when no row is greedy */
     /* Workspace for one row at a time: keys (vocab), the candidates' keys sorted, ranks, values,
      * ids (K each), and the exps of top-p (K). */
     uint64_t *keys;
@@ -48,7 +43,7 @@ static int has_nan(const float *x, int64_t n) {
 /* The K highest of a row's logits, highest first, into plan->values and plan->ids; 0, or -1 when
  * two of them are equal or the K-th equals the next (their places are torch's topk's own). */
 static int top_candidates(const chorus_draw_plan *plan, const float *logits) {
-    const int64_t vocab = plan->vocab, k = plan->candidates;
+    const int64_t vocab = plan->batch.vocab, k = plan->candidates;
     uint64_t *keys = plan->keys, *sorted = plan->sorted;
     for (int64_t i = 0; i < vocab; i++) keys[i] = order_key(logits[i], i);
     select_largest(keys, vocab, k);
@@ -89,23 +84,23 @@ static int drop_below_top_p(float *scores, float *exps, int64_t k, float cutoff)
 int chorus_candidate_draw(const chorus_draw_plan *plan, const float *logits, int64_t logits_row_stride,
                           const float *gumbel, int64_t gumbel_row_stride, int64_t *out) {
     const int64_t k = plan->candidates;
-    if (k < 1 || k > plan->vocab) return DRAW_REFUSED;
+    if (k < 1 || k > plan->batch.vocab) return DRAW_REFUSED;
     float *scores = plan->scores;
-    for (int64_t r = 0; r < plan->rows; r++) {
+    for (int64_t r = 0; r < plan->batch.rows; r++) {
         const float *row = logits + r * logits_row_stride;
-        if (has_nan(row, plan->vocab)) return DRAW_UNSURE;
-        if (plan->greedy != NULL && plan->greedy[r]) {
-            out[r] = first_maximum(row, plan->vocab);
+        if (has_nan(row, plan->batch.vocab)) return DRAW_UNSURE;
+        if (plan->batch.greedy != NULL && plan->batch.greedy[r]) {
+            out[r] = first_maximum(row, plan->batch.vocab);
             continue;
         }
         if (top_candidates(plan, row) != 0) return DRAW_UNSURE;
-        const float temperature = plan->temperature[r];
-        const int64_t own = plan->top_k[r];
+        const float temperature = plan->batch.temperature[r];
+        const int64_t own = plan->batch.top_k[r];
         for (int64_t a = 0; a < k; a++) {
             const int64_t place = k - 1 - a; /* 0 = the highest */
             scores[a] = place < own ? plan->values[place] / temperature : -INFINITY;
         }
-        if (plan->top_p_cutoff != NULL && drop_below_top_p(scores, plan->exps, k, plan->top_p_cutoff[r]) != 0) {
+        if (plan->batch.top_p_cutoff != NULL && drop_below_top_p(scores, plan->exps, k, plan->batch.top_p_cutoff[r]) != 0) {
             return DRAW_UNSURE;
         }
         const float *noise = gumbel + r * gumbel_row_stride;

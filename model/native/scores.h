@@ -1,13 +1,24 @@
 /* What both sampling kernels (candidate_draw.c, warped_race.c) do to a row of float scores: a key
  * per (score, id) that one unsigned compare orders, a quickselect of the largest keys, a sort of a
  * few keys that vectorises, the first maximum as torch's argmax takes it, exp of a score less the
- * row's maximum, and where a top-p cut may fall otherwise in torch's rounding. */
+ * row's maximum, and where a top-p cut may fall otherwise in torch's rounding; and the columns of
+ * a batch both take. */
 #ifndef CHORUS_SCORES_H
 #define CHORUS_SCORES_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+/* A batch's sampling columns, as both kernels take them (at the head of their plans). */
+typedef struct {
+    int64_t rows;
+    int64_t vocab;
+    const float *temperature;   /* [rows], 1 for greedy rows */
+    const int64_t *top_k;       /* [rows], in the terms of the kernel's plan */
+    const float *top_p_cutoff;  /* [rows] 1 - top_p; NULL when no row uses top-p */
+    const uint8_t *greedy;      /* [rows]; NULL when no row is greedy */
+} chorus_rows;
 
 static inline float ranked_value(float x) { return x != x ? INFINITY : x; }
 

@@ -27,13 +27,8 @@ enum { RACE_DRAWN = 0, RACE_UNSURE = 1 };
 static const double UNSURE = 1e-5;
 
 typedef struct {
-    int64_t rows;
-    int64_t vocab;
+    chorus_rows batch;          /* top_k: vocab where top-k is off */
     int64_t max_kept;           /* a row keeping more ids after top-k is not served */
-    const float *temperature;   /* [rows], 1 for greedy rows */
-    const int64_t *top_k;       /* [rows], vocab where top-k is off */
-    const float *top_p_cutoff;  /* [rows] 1 - top_p; NULL when no row uses top-p */
-    const uint8_t *greedy;      /* [rows]; NULL when no row is greedy */
     /* Workspace for one row at a time: scaled scores and keys (vocab); the kept keys sorted,
      * their ranks, scores ascending and exps (max_kept). */
     float *scaled;
@@ -47,8 +42,8 @@ typedef struct {
 /* The lowest score top-k keeps: the k-th highest (every tie with it is kept too). */
 static float top_k_bar(const chorus_race_plan *plan, const float *scaled, int64_t k) {
     uint64_t *keys = plan->keys;
-    for (int64_t i = 0; i < plan->vocab; i++) keys[i] = order_key(scaled[i], i);
-    select_largest(keys, plan->vocab, k);
+    for (int64_t i = 0; i < plan->batch.vocab; i++) keys[i] = order_key(scaled[i], i);
+    select_largest(keys, plan->batch.vocab, k);
     uint64_t kth = keys[0];
     for (int64_t i = 1; i < k; i++) kth = keys[i] < kth ? keys[i] : kth;
     return scaled[key_id(kth)];
@@ -77,14 +72,14 @@ static int64_t top_p_first_kept(const float *value, const float *exps, float sum
 
 /* One sampling row's token, or -1 when unsure or not served. */
 static int64_t race_row(const chorus_race_plan *plan, const float *row, const float *noise, int64_t r) {
-    const int64_t vocab = plan->vocab;
+    const int64_t vocab = plan->batch.vocab;
     float *scaled = plan->scaled;
-    const float temperature = plan->temperature[r];
+    const float temperature = plan->batch.temperature[r];
     for (int64_t i = 0; i < vocab; i++) scaled[i] = row[i] / temperature;
     for (int64_t i = 0; i < vocab; i++) {
         if (scaled[i] != scaled[i] || scaled[i] == INFINITY) return -1; /* torch's softmax: NaN */
     }
-    const float bar = plan->top_k[r] < vocab ? top_k_bar(plan, scaled, plan->top_k[r]) : -INFINITY;
+    const float bar = plan->batch.top_k[r] < vocab ? top_k_bar(plan, scaled, plan->batch.top_k[r]) : -INFINITY;
     uint64_t *kept = plan->keys;
     int64_t m = 0;
     for (int64_t i = 0; i < vocab; i++) {
@@ -100,8 +95,8 @@ static int64_t race_row(const chorus_race_plan *plan, const float *row, const fl
     for (int64_t j = 0; j < m; j++) ascending[j] = scaled[key_id(plan->sorted[m - 1 - j])];
     float sum = exps_below_top(ascending, exps, m);
     int64_t first = 0;
-    if (plan->top_p_cutoff != NULL) {
-        first = top_p_first_kept(ascending, exps, sum, m, plan->top_p_cutoff[r]);
+    if (plan->batch.top_p_cutoff != NULL) {
+        first = top_p_first_kept(ascending, exps, sum, m, plan->batch.top_p_cutoff[r]);
         if (first < 0) return -1;
         sum = 0.0f; /* the softmax of what top-p left: [first, m) */
         for (int64_t j = first; j < m; j++) sum += exps[j];
@@ -128,13 +123,13 @@ static int64_t race_row(const chorus_race_plan *plan, const float *row, const fl
  * [rows, vocab] float32 with unit column stride; noise: [rows, vocab] Exp(1) draws. */
 int chorus_warped_race(const chorus_race_plan *plan, const float *scores, int64_t scores_row_stride,
                        const float *noise, int64_t noise_row_stride, int64_t *out) {
-    for (int64_t r = 0; r < plan->rows; r++) {
+    for (int64_t r = 0; r < plan->batch.rows; r++) {
         const float *row = scores + r * scores_row_stride;
-        if (plan->greedy != NULL && plan->greedy[r]) {
-            for (int64_t i = 0; i < plan->vocab; i++) {
+        if (plan->batch.greedy != NULL && plan->batch.greedy[r]) {
+            for (int64_t i = 0; i < plan->batch.vocab; i++) {
                 if (row[i] != row[i]) return RACE_UNSURE;
             }
-            out[r] = first_maximum(row, plan->vocab);
+            out[r] = first_maximum(row, plan->batch.vocab);
             continue;
         }
         const int64_t token = race_row(plan, row, noise + r * noise_row_stride, r);

@@ -45,20 +45,23 @@ def _pointer_fields(*names: str) -> list[tuple[str, type]]:
     return [(name, ctypes.c_void_p) for name in names]
 
 
+# chorus_rows of scores.h, at the head of both plans.
+_ROWS = [("rows", ctypes.c_int64), ("vocab", ctypes.c_int64),
+         *_pointer_fields("temperature", "top_k", "top_p_cutoff", "greedy")]
+
+
 class _DrawPlan(ctypes.Structure):
     """chorus_draw_plan of candidate_draw.c, field for field."""
 
-    _fields_ = [("rows", ctypes.c_int64), ("vocab", ctypes.c_int64), ("candidates", ctypes.c_int64),
-                *_pointer_fields("temperature", "top_k", "top_p_cutoff", "greedy", "keys", "sorted", "ranks",
-                                 "values", "ids", "scores", "exps")]
+    _fields_ = [*_ROWS, ("candidates", ctypes.c_int64),
+                *_pointer_fields("keys", "sorted", "ranks", "values", "ids", "scores", "exps")]
 
 
 class _RacePlan(ctypes.Structure):
     """chorus_race_plan of warped_race.c, field for field."""
 
-    _fields_ = [("rows", ctypes.c_int64), ("vocab", ctypes.c_int64), ("max_kept", ctypes.c_int64),
-                *_pointer_fields("temperature", "top_k", "top_p_cutoff", "greedy", "scaled", "keys", "sorted",
-                                 "ranks", "ascending", "exps")]
+    _fields_ = [*_ROWS, ("max_kept", ctypes.c_int64),
+                *_pointer_fields("scaled", "keys", "sorted", "ranks", "ascending", "exps")]
 
 
 def _column(column: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -104,7 +107,7 @@ class NativeCandidateDraw:
         # Held, contiguous and of the kernel's types: the columns the plan points at.
         self._columns = (_column(temperature, torch.float32), _column(top_k, torch.int64),
                          _column(top_p_cutoff, torch.float32), _greedy_flags(greedy))
-        self._plan = _DrawPlan(rows, vocab_size, k, *(None if c is None else c.data_ptr() for c in self._columns),
+        self._plan = _DrawPlan(rows, vocab_size, *(None if c is None else c.data_ptr() for c in self._columns), k,
                                *(tensor.data_ptr() for tensor in self._workspace))
         self._plan_address = ctypes.addressof(self._plan)
         self._noise: Tensor | None = None
@@ -164,9 +167,8 @@ class NativeRace:
         self._workspace = (torch.empty(vocab_size), torch.empty(vocab_size, dtype=torch.int64),
                            torch.empty(kept, dtype=torch.int64), torch.empty(kept, dtype=torch.int32),
                            torch.empty(kept), torch.empty(kept))
-        self._plan = _RacePlan(self.rows, vocab_size, kept,
-                               *(None if c is None else c.data_ptr() for c in self._columns),
-                               *(tensor.data_ptr() for tensor in self._workspace))
+        self._plan = _RacePlan(self.rows, vocab_size, *(None if c is None else c.data_ptr() for c in self._columns),
+                               kept, *(tensor.data_ptr() for tensor in self._workspace))
         self._plan_address = ctypes.addressof(self._plan)
 
     @staticmethod
