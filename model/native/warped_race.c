@@ -1,5 +1,5 @@
 /* Sampler's pick on the CPU, fused: temperature, top-k, top-p, softmax and the exponential race
- * argmax(p / E) of every row in one call (model/sampling/native_race.py binds it;
+ * argmax(p / E) of every row in one call (model/sampling/native.py binds it;
  * model/sampling/sampler.py's _Warpers.apply and exponential_race are the definition).
  *
  * It promises the torch ops' token or no token: where a row's outcome could differ from theirs by
