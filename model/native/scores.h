@@ -20,6 +20,9 @@ typedef struct {
     const uint8_t *greedy;      /* [rows]; NULL when no row is greedy */
 } chorus_rows;
 
+/* Both kernels leave a row with a NaN to torch before ordering it; NaN still ranks (as +inf, as in
+ * torch's topk) so that the keys stay a total order whatever comes: a rank that two keys shared
+ * would leave a sorted slot unwritten, and its id would index outside the row. */
 static inline float ranked_value(float x) { return x != x ? INFINITY : x; }
 
 /* A key per logit, larger for a higher logit and, on equal logits, for a lower id: one unsigned

@@ -69,8 +69,21 @@ def _column(column: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     return None if column is None else column.reshape(-1).to("cpu", dtype).contiguous()
 
 
-def _greedy_flags(greedy: Sequence[bool]) -> Tensor | None:
-    return torch.tensor(list(greedy), dtype=torch.uint8) if any(greedy) else None
+def _row_columns(temperature: Tensor, top_k: Tensor, top_p_cutoff: Tensor | None,
+                 greedy: Sequence[bool]) -> tuple[Tensor | None, ...]:
+    """chorus_rows' four columns, contiguous and of its types (a column left None stays None,
+    greedy flags are None when no row is greedy)."""
+    flags = torch.tensor(list(greedy), dtype=torch.uint8) if any(greedy) else None
+    return (_column(temperature, torch.float32), _column(top_k, torch.int64), _column(top_p_cutoff, torch.float32),
+            flags)
+
+
+def _plan(kind: type[ctypes.Structure], rows: int, vocab_size: int, columns: tuple[Tensor | None, ...], width: int,
+          workspace: tuple[Tensor, ...]) -> ctypes.Structure:
+    """A plan of `kind` (chorus_rows, then its width, then its workspace) that points at `columns`
+    and `workspace`: the caller holds both for as long as it uses the plan."""
+    return kind(rows, vocab_size, *(None if c is None else c.data_ptr() for c in columns), width,
+                *(tensor.data_ptr() for tensor in workspace))
 
 
 def _rows_in(scores: Tensor, rows: int, vocab_size: int) -> Tensor:
@@ -104,11 +117,8 @@ class NativeCandidateDraw:
         self._workspace = (torch.empty(vocab_size, dtype=torch.int64), torch.empty(k, dtype=torch.int64),
                            torch.empty(k, dtype=torch.int32), torch.empty(k), torch.empty(k, dtype=torch.int64),
                            torch.empty(k), torch.empty(k))
-        # Held, contiguous and of the kernel's types: the columns the plan points at.
-        self._columns = (_column(temperature, torch.float32), _column(top_k, torch.int64),
-                         _column(top_p_cutoff, torch.float32), _greedy_flags(greedy))
-        self._plan = _DrawPlan(rows, vocab_size, *(None if c is None else c.data_ptr() for c in self._columns), k,
-                               *(tensor.data_ptr() for tensor in self._workspace))
+        self._columns = _row_columns(temperature, top_k, top_p_cutoff, greedy)  # held: the plan points at them
+        self._plan = _plan(_DrawPlan, rows, vocab_size, self._columns, k, self._workspace)
         self._plan_address = ctypes.addressof(self._plan)
         self._noise: Tensor | None = None
         self._noise_rows: list[int] = []  # each sub-step's address of row 0's noise
@@ -160,15 +170,13 @@ class NativeRace:
         self._call = kernel
         self.rows, self.vocab_size = len(greedy), vocab_size
         kept = MAX_SORTED
-        self._columns = (_column(temperature, torch.float32), _column(top_k, torch.int64),
-                         _column(top_p_cutoff, torch.float32), _greedy_flags(greedy))
+        self._columns = _row_columns(temperature, top_k, top_p_cutoff, greedy)  # held: the plan points at them
         # The plan's workspace, in its order: scaled scores, keys [V]; sorted keys, ranks,
         # ascending scores, exps [max_kept].
         self._workspace = (torch.empty(vocab_size), torch.empty(vocab_size, dtype=torch.int64),
                            torch.empty(kept, dtype=torch.int64), torch.empty(kept, dtype=torch.int32),
                            torch.empty(kept), torch.empty(kept))
-        self._plan = _RacePlan(self.rows, vocab_size, *(None if c is None else c.data_ptr() for c in self._columns),
-                               kept, *(tensor.data_ptr() for tensor in self._workspace))
+        self._plan = _plan(_RacePlan, self.rows, vocab_size, self._columns, kept, self._workspace)
         self._plan_address = ctypes.addressof(self._plan)
 
     @staticmethod
