@@ -52,8 +52,8 @@ class LibraryLimits:
 
 
 class VoiceLibrary:
-    """The stored voices of this server. Invariants: `(owner, name)` is unique (in any case)
-    among stored voices and uploads in progress, so of two concurrent uploads of one name exactly
+    """The stored voices of this server. Invariants: `(owner, name_key(name))` is unique among
+    stored voices and uploads in progress, so of two concurrent uploads of one name exactly
     one is stored; an owner holds at most `max_voices_per_owner` voices, uploads in progress
     counted; `_voices` is what the folder holds (a write completes before the voice is listed, a
     deletion is listed as gone before its folder goes)."""
@@ -87,12 +87,13 @@ class VoiceLibrary:
         return voice
 
     def find(self, owner: str | None, name_or_id: str) -> StoredVoice | None:
-        """The owner's voice with this id, or else this name (in any case); None if none."""
+        """The owner's voice with this id, or else this name (as `name_key` compares names);
+        None if none."""
         voice = self._voices.get(name_or_id)
         if voice is not None and voice.owner == owner:
             return voice
-        key = name_or_id.casefold()
-        return next((v for v in self._voices.values() if v.owner == owner and v.name.casefold() == key), None)
+        key = name_key(name_or_id)
+        return next((v for v in self._voices.values() if v.owner == owner and name_key(v.name) == key), None)
 
     async def create(self, owner: str | None, name: str, audio: bytes, transcript: str | None = None,
                      language: str | None = None, description: str | None = None,
@@ -104,7 +105,7 @@ class VoiceLibrary:
         _check_text(description, MAX_DESCRIPTION_CHARS, "description")
         _check_text(transcript, MAX_TRANSCRIPT_CHARS, "transcript")
         language = self._checked_language(language)
-        key = (owner, name.casefold())
+        key = (owner, name_key(name))
         if key in self._reserved or self.find(owner, name) is not None:
             raise VoiceRefused(409, "voice_exists", f"A voice named '{name}' already exists", "name")
         in_progress = sum(1 for reserved_owner, _ in self._reserved if reserved_owner == owner)
@@ -153,8 +154,16 @@ class VoiceLibrary:
         return None if language is None or language.lower() == AUTO_LANGUAGE else language.lower()
 
 
+def name_key(name: str) -> str:
+    """What makes two names the same name: Unicode's compatibility caseless match (NFKC after
+    case folding, as UAX #31 compares identifiers), so `Ａｎｎ` (fullwidth), `ann` and `Ann` are one
+    name, as are a precomposed `é` and `e` with a combining accent."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
 def _checked_name(name: str) -> str:
-    name = unicodedata.normalize("NFC", name).strip()
+    """The display name as given (less surrounding whitespace), once it is a name."""
+    name = name.strip()
     if not 1 <= len(name) <= MAX_NAME_CHARS:
         raise VoiceRefused(400, "invalid_value", f"name must have 1 to {MAX_NAME_CHARS} characters", "name")
     if any(unicodedata.category(ch).startswith("C") for ch in name):

@@ -113,10 +113,21 @@ def test_names_are_unique_in_any_case_and_bounded(client, clip):
     first = upload(client, clip, "Bo")
     assert first.status_code == 201 and first.json()["mode"] == "x_vector"
     assert_error(upload(client, clip, "bo"), 409, "name", "voice_exists")
+    assert_error(upload(client, clip, "\uff22\uff4f"), 409, "name", "voice_exists")  # fullwidth Ｂｏ
     assert_error(upload(client, clip, "x" * 65), 400, "name")
     assert_error(upload(client, clip, "tab\there"), 400, "name")
     assert_error(upload(client, clip, "Cy", language="klingon"), 400, "language")
     client.delete(f"/v1/audio/voices/{first.json()['id']}")
+
+
+def test_a_name_is_stored_as_given_and_found_by_its_compatibility_form(client, clip):
+    """NFKC decides sameness; the display name stays as the uploader wrote it."""
+    given = "\uff24e\u0301a"  # fullwidth D, e + combining acute, a
+    voice = upload(client, clip, given).json()
+    assert voice["name"] == given
+    assert speak(client, "D\u00e9a").status_code == 200  # the same name, composed and halfwidth
+    assert_error(upload(client, clip, "d\u00e9a"), 409, "name", "voice_exists")
+    client.delete(f"/v1/audio/voices/{voice['id']}")
 
 
 @pytest.mark.parametrize("data, fault", [(b"", "empty"), (b"\x89PNG\r\n\x1a\n" + bytes(64), "not audio"),
