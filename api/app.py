@@ -20,6 +20,8 @@ from api.http.body_limit import BodySizeLimitMiddleware
 from api.http.draining import Drain
 from api.http.metrics import ApiMetrics
 from api.http.query_check import QueryCheckMiddleware
+from api.http.supervisor import EXIT_ENGINE_FAILED
+from api.http.upload_slots import UploadSlots, UploadSlotsMiddleware
 from api.openai import catalog_routes, speech_routes, voice_routes
 from api.openai.errors import install_error_handlers
 from api.speech.catalog import Catalog
@@ -28,6 +30,7 @@ from api.speech.markup import server_lexicon
 from api.speech.planning import SegmentPlanner
 from api.speech.prompt_cache import PromptCache
 from api.speech.prompt_pool import PromptPool
+from api.voices.clip_decoder import ClipDecoders
 from api.voices.library import LibraryLimits, VoiceLibrary
 from engine.client import EngineClient
 from engine.config import EngineConfig
@@ -35,8 +38,6 @@ from model.families.base import PromptFrontend
 
 STATIC_DIR = Path(__file__).parent / "static"
 logger = logging.getLogger("chorus.api")
-# `chorus serve` exits with this when the engine core kept dying (app.state.exit_code).
-EXIT_ENGINE_FAILED = 3
 
 
 def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> FastAPI:
@@ -59,11 +60,12 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
         give_up = asyncio.create_task(_exit_when_the_engine_gives_up(app, client))
         try:
             async with PromptPool(client.frontend.prepare, settings.prompt_workers, app.state.metrics.prompts,
-                                  prompt_cache(settings)) as pool:
+                                  prompt_cache(settings)) as pool, \
+                    clip_decoders(settings, app.state.metrics) as decoders:
                 # Token budgets and the splitting of long inputs follow the limits the engine enforces.
                 app.state.planner = SegmentPlanner(pool, client.frontend, settings, client.limits)
                 if settings.voices_dir is not None:
-                    app.state.catalog.library = open_library(settings, client.frontend, pool)
+                    app.state.catalog.library = open_library(settings, client.frontend, pool, decoders)
                 yield
         finally:
             give_up.cancel()
@@ -88,13 +90,18 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     async def web_page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
 
-    # The middleware added last runs first: the query check refuses a malformed query string
-    # (HTTP and WebSocket) from the request line alone, before any body is read; the body limit
-    # guards every HTTP route; then auth checks the key on the protected ones.
-    app.add_middleware(BearerKeyMiddleware, api_keys=api_keys)
+    # The middleware added last runs first, and each of the first three looks at the request line
+    # and headers alone: the query check refuses a malformed query string (HTTP and WebSocket);
+    # auth checks the key on the protected routes; an upload takes one of the upload slots; only
+    # then is a body read, within its route's limit (and a JSON one parsed, off the event loop
+    # when large).
+    uploads = {("POST", voice_routes.VOICES)}
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
                        timeout_seconds=settings.body_timeout_seconds,
-                       larger={("POST", voice_routes.VOICES): settings.max_voice_upload_bytes})
+                       upload_limits=dict.fromkeys(uploads, settings.max_voice_upload_bytes))
+    app.add_middleware(UploadSlotsMiddleware, routes=uploads,
+                       slots=UploadSlots(settings.max_uploads_in_progress, settings.max_uploads_per_key))
+    app.add_middleware(BearerKeyMiddleware, api_keys=api_keys)
     app.add_middleware(QueryCheckMiddleware)
     return app
 
@@ -104,11 +111,20 @@ def prompt_cache(settings: ApiSettings) -> PromptCache | None:
     return PromptCache(int(settings.prompt_cache_mb * 2**20)) if settings.prompt_cache_mb > 0 else None
 
 
-def open_library(settings: ApiSettings, frontend: PromptFrontend, pool: PromptPool) -> VoiceLibrary:
+def clip_decoders(settings: ApiSettings, metrics: ApiMetrics) -> ClipDecoders:
+    """The processes voice uploads are decoded in: none starts before the library's first upload."""
+    return ClipDecoders(processes=settings.clip_decoders, memory_mb=settings.clip_decoder_memory_mb,
+                        cpu_seconds=settings.clip_decoder_cpu_seconds,
+                        timeout_seconds=settings.clip_decoder_timeout_seconds, failures=metrics.clip_decoder_failures)
+
+
+def open_library(settings: ApiSettings, frontend: PromptFrontend, pool: PromptPool,
+                 decoders: ClipDecoders) -> VoiceLibrary:
     """The voice library under `settings.voices_dir`: its voices load now (a corrupt one is
-    logged and skipped), its encoders run on the prompt pool's threads."""
+    logged and skipped), uploads are decoded by `decoders`, its encoders run on the prompt pool's
+    threads."""
     limits = LibraryLimits(max_voices_per_owner=settings.max_voices_per_owner)
-    library = VoiceLibrary.open(Path(settings.voices_dir).expanduser(), frontend, pool.run, limits)
+    library = VoiceLibrary.open(Path(settings.voices_dir).expanduser(), frontend, pool.run, limits, decoders)
     logger.info("voice library %s: %d voices (%d skipped)", settings.voices_dir, len(library),
                 len(library.skipped))
     return library

@@ -1,6 +1,11 @@
 """`chorus`: say (text → WAV through the engine) and serve (the HTTP server). The load benchmark
 and the profiler are the benchmarks' own commands: `chorus-bench bench|profile` (or
-`python -m benchmarks bench|profile`)."""
+`python -m benchmarks bench|profile`).
+
+`chorus serve` runs as a supervisor (api/http/supervisor.py) that starts this same command again
+as the API process; this module therefore imports only what its flags need, and each command
+loads the rest when it runs.
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,108 +13,41 @@ import asyncio
 import logging
 import os
 import sys
-import time
-import wave
 from pathlib import Path
-from types import SimpleNamespace
-
-import numpy as np
 
 from api.config.engine_args import add_engine_args, engine_config_from_args
 from api.config.serve_args import (add_lexicon_arg, add_prompt_args, add_serve_args, default_voices_dir,
                                   serve_settings_from_args)
-from api.config.settings import ApiSettings
-from api.http.auth import owner_of
-from api.http.draining import Drain
-from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
-from api.speech.catalog import Catalog
-from api.speech.early_refusal import EarlyRefusal
-from api.speech.errors import ENGINE_DEAD, UNSPEAKABLE, SpeechError
-from api.speech.markup import server_lexicon
-from api.speech.planning import SegmentPlanner
-from api.speech.prompt_pool import PromptPool
-from api.speech.start import start_speech
-from api.speech.synthesis import SynthesisFailed
-from api.voices.library import VoiceLibrary
-from engine.client import EngineClient
-
-
-def pcm16(samples: np.ndarray) -> bytes:
-    """float32 in [-1, 1] → 16-bit signed little-endian."""
-    return (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
-async def _say(args: argparse.Namespace) -> int:
-    settings = ApiSettings(prompt_workers=args.prompt_workers)
-    async with EngineClient(engine_config_from_args(args)) as client, \
-            PromptPool(client.frontend.prepare, settings.prompt_workers) as pool:
-        if client.frontend.model_speed(args.speed) != args.speed:
-            low, high = client.frontend.speed_range
-            print(f"error: {client.frontend.model_name} speaks at speeds {low}-{high}; the HTTP API "
-                  "time-stretches beyond that", file=sys.stderr)
-            return 2
-        # One speech on an engine of its own: no drain ever refuses it, nor does early refusal
-        # (admission off, as the engine would admit it).
-        try:
-            lexicon = server_lexicon(args.lexicon, client.frontend)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        services = SimpleNamespace(engine=client, planner=SegmentPlanner(pool, client.frontend, settings, client.limits),
-                                   settings=settings, drain=Drain(), early_refusal=EarlyRefusal(admission_on=False),
-                                   lexicon=lexicon)
-        started = time.monotonic()
-        try:
-            library = VoiceLibrary.open(Path(args.voices_dir).expanduser(), client.frontend, pool.run)
-            catalog = Catalog(client.frontend, library)
-            owner = owner_of(args.api_key) if args.api_key else None
-            voice = catalog.voice_choice(args.voice or catalog.default_voice, args.language, args.instructions,
-                                         owner=owner, normalize=args.normalize)
-            synthesis, _ = await start_speech(services, args.text, voice, args.speed, args.seed, args.max_tokens)
-        except SpeechError as exc:
-            print(f"error: {exc.reason}", file=sys.stderr)
-            # 1: the speech failed (nothing to speak, the engine gone); 2: a request refused.
-            return 1 if exc.code in (UNSPEAKABLE, ENGINE_DEAD) else 2
-        try:
-            first_audio = time.monotonic() - started
-            samples = 0
-            with wave.open(str(args.output), "wb") as wav:
-                wav.setnchannels(1)
-                wav.setsampwidth(2)
-                wav.setframerate(client.sample_rate)
-                async for pcm in synthesis.pcm():
-                    wav.writeframes(pcm16(pcm))
-                    samples += pcm.size
-        except SynthesisFailed as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            synthesis.close()
-    seconds = samples / client.sample_rate
-    print(f"wrote {args.output}: {seconds:.2f} s of audio, time to first audio {first_audio:.3f} s, "
-          f"RTF {(time.monotonic() - started) / max(seconds, 1e-9):.3f}", file=sys.stderr)
-    return 0
+from api.http import supervisor
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from api.app import create_app
-    from api.deepgram.socket import ws_max_size
-    from api.http.server import DrainingServer
-
     if args.replicas is not None:
         from api.ray_serve.local import run_replicas
 
         return run_replicas(args, args.serve_flags)
+    if not supervisor.supervised():
+        return supervisor.supervise(args, args.serve_flags)
+    return _serve_api(args)
+
+
+def _serve_api(args: argparse.Namespace) -> int:
+    """The API process: the app on the sockets its supervisor handed it."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.deepgram.socket import ws_max_size
+    from api.http.protocol import BoundedWebSocketProtocol, bounded_h11
+    from api.http.server import DrainingServer
+
     settings = serve_settings_from_args(args)
     app = create_app(engine_config_from_args(args), settings)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
                             http=bounded_h11(args.head_timeout_seconds),
                             ws=BoundedWebSocketProtocol, ws_max_size=ws_max_size(settings))
-    server = DrainingServer(config, app, args.drain_timeout)
+    server = DrainingServer(config, app, args.drain_timeout, on_started=supervisor.report_ready)
     app.state.request_shutdown = lambda: setattr(server, "should_exit", True)
-    server.run()
+    server.run(sockets=supervisor.inherited_sockets())
     return getattr(app.state, "exit_code", 0)
 
 
@@ -151,12 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "say":
+        from api.say import say
+
         try:
-            return asyncio.run(_say(args))
+            return asyncio.run(say(args))
         except ValueError as exc:  # bad text or voice, a refused request: say why, no traceback
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    # Ray Serve replicas read the very flags this server was given.
+    if args.max_api_restarts < 0:
+        parser.error("--max-api-restarts must be >= 0")
+    # The API process and Ray Serve replicas read the very flags this server was given.
     argv = sys.argv[1:] if argv is None else argv
     args.serve_flags = argv[argv.index("serve") + 1:]
     return _serve(args)

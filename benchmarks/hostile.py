@@ -464,7 +464,7 @@ async def alone(servers: RestartingServer, route: str, name: str, text: str, rea
     stops the server (the next case gets a fresh one) and is answered "stopped at the ceiling"."""
     server = servers.ensure()
     waited = server.wait_idle(IDLE_WAIT_S)
-    with RssSampler(server.pid, ceiling_mb, servers.stop) as rss:
+    with RssSampler(server.api_pid, ceiling_mb, servers.stop) as rss:
         outcome, first_audio, audio_bytes = await ROUTES[route](server.base_url, text, read_s)
         await asyncio.sleep(after_s)
     if rss.over_ceiling:  # the stop cut the request: its own outcome says nothing more
@@ -474,7 +474,7 @@ async def alone(servers: RestartingServer, route: str, name: str, text: str, rea
               "rss_peak_mb": rss.peak_mb, "rss_growth_mb": rss.growth_mb, "over_ceiling": rss.over_ceiling,
               "rss_after_mb": None, "normal_after": None}
     if not rss.over_ceiling:
-        record["rss_after_mb"] = rss_mb(server.pid)
+        record["rss_after_mb"] = rss_mb(server.api_pid)
         record["normal_after"] = (await openai_route(server.base_url, eval_sentences()[0], read_s))[0]
     return record
 

@@ -120,7 +120,7 @@ async def abandoned(client: httpx.AsyncClient, text: str, leave_after: float) ->
 
 async def storm(server, args, rng: random.Random) -> dict:
     sentences = eval_sentences()
-    api_pid = server.pid
+    api_pid = server.api_pid
     async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as client:
         idle = sorted([await time_to_first_audio(client, sentences[0]) for _ in range(5)])[2]
         rss_before = rss_mb(api_pid)
@@ -167,7 +167,7 @@ def core_kill(server) -> dict:
 
 async def soak(server, args, rng: random.Random) -> dict:
     sentences = eval_sentences()
-    pids = {"api": server.pid, "core": core_pid(server)}
+    pids = {"api": server.api_pid, "core": core_pid(server)}
     counts = {"requests": 0, "refused": 0, "errors": 0}
     samples: list[tuple[float, float, float]] = []
     until = time.monotonic() + args.soak_seconds
@@ -284,7 +284,7 @@ async def hostile_together(servers: RestartingServer, args) -> dict:
     async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as client:
         idle = sorted([await time_to_first_audio(client, sentence) for _ in range(3)])[1]
         with HealthProbe(server.base_url) as probe, \
-                RssSampler(server.pid, args.hostile_rss_ceiling_mb, servers.stop) as rss:
+                RssSampler(server.api_pid, args.hostile_rss_ceiling_mb, servers.stop) as rss:
             reads = [asyncio.create_task(read_speech(client, "/v1/audio/speech", args.hostile_read_seconds,
                                                      json=speech(text))) for text in largest_inputs().values()]
             await asyncio.sleep(NORMAL_AFTER_S)

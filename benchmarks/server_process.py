@@ -1,12 +1,13 @@
 """Servers the benchmark starts and stops itself: on 127.0.0.1, on a free port, one at a time.
 
 A server runs in its own process group (session) so that stopping it also stops whatever it
-started (the Chorus engine core process); its output goes to a log file that is shown when it
-fails to come up.
+started (`chorus serve`'s supervisor, its API process and engine core); its output goes to a log
+file that is shown when it fails to come up.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -63,10 +64,18 @@ class ServerProcess:
 
     @property
     def pid(self) -> int:
+        """The process started: for `chorus serve`, its supervisor (see `api_pid`)."""
         return self._process.pid
 
+    @property
+    def api_pid(self) -> int:
+        """The process serving HTTP now: the newest API process `chorus serve`'s supervisor logged
+        starting, or the process started for a server that logs none (a peer)."""
+        pids = re.findall(r"api process started: pid (\d+)", self.log_tail(100_000))
+        return int(pids[-1]) if pids else self.pid
+
     def signal(self, signum: int) -> None:
-        """Sends `signum` to the server process alone (its children get what it passes on)."""
+        """Sends `signum` to the process started alone (its children get what it passes on)."""
         self._process.send_signal(signum)
 
     def wait(self, timeout: float) -> int:

@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# NOTE: torch is imported where a property needs it, not here: the flags of `chorus serve` take
+# their defaults from this module in its supervisor process, which must stay light
+# (api/http/supervisor.py).
+_DTYPES = ("float32", "bfloat16", "float16")
 CPU_BATCH_PRECISIONS = ("auto", "bfloat16", "float32")
 
 
@@ -48,6 +53,8 @@ class ModelConfig:
 
     @property
     def torch_device(self) -> torch.device:
+        import torch
+
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
@@ -63,6 +70,8 @@ class ModelConfig:
     @property
     def bf16_cpu_rows(self) -> bool:
         """Whether a float32 model on the CPU runs its products of several rows in bfloat16."""
+        import torch
+
         if self.torch_device.type != "cpu" or self.torch_dtype != torch.float32:
             return False
         if self.cpu_batch_precision == "auto":
@@ -75,6 +84,8 @@ class ModelConfig:
 
     @property
     def torch_dtype(self) -> torch.dtype:
+        import torch
+
         if self.dtype == "auto":
             return torch.bfloat16 if self.torch_device.type == "cuda" else torch.float32
-        return _DTYPES[self.dtype]
+        return getattr(torch, self.dtype)

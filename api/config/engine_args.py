@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
 
 from capacity.config import CapacityConfig
 from engine.allocator import ALLOCATORS
-from engine.audio.config import StreamingConfig
-from engine.config import EngineConfig
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
 from model.config import CPU_BATCH_PRECISIONS, ModelConfig
 from scheduler.config import SchedulerConfig
+
+if TYPE_CHECKING:
+    from engine.config import EngineConfig
 
 
 # NOTE: slots dataclasses keep no class-level defaults, so defaults come from instances.
@@ -111,6 +113,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    # NOTE: imported here, not above: the engine's config loads torch (through the codecs), and
+    # `chorus serve`'s supervisor builds these flags without it (api/http/supervisor.py).
+    from engine.audio.config import StreamingConfig
+    from engine.config import EngineConfig
+
     return EngineConfig(
         model=ModelConfig(
             model=args.model,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from api.config.engine_args import add_engine_args
 from api.http.protocol import DEFAULT_HEAD_TIMEOUT_SECONDS
-from api.http.server import DEFAULT_DRAIN_TIMEOUT_SECONDS
 from api.config.settings import ApiSettings
 
 
@@ -36,12 +35,30 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     add_lexicon_arg(parser)
     parser.add_argument("--max-voice-upload-bytes", type=int, default=ApiSettings().max_voice_upload_bytes,
                         help="the largest voice upload (POST /v1/audio/voices) in bytes; larger ones get a 413")
+    parser.add_argument("--clip-decoders", type=int, default=ApiSettings().clip_decoders,
+                        help="voice uploads decoded at once, each in a process of its own (default %(default)d)")
+    parser.add_argument("--clip-decoder-memory-mb", type=int, default=ApiSettings().clip_decoder_memory_mb,
+                        help="the address space of a decoder process, in MiB (default %(default)d)")
+    parser.add_argument("--clip-decoder-cpu-seconds", type=float, default=ApiSettings().clip_decoder_cpu_seconds,
+                        help="CPU seconds a decoder process may spend on one upload (default %(default)g)")
+    parser.add_argument("--clip-decoder-timeout-seconds", type=float,
+                        default=ApiSettings().clip_decoder_timeout_seconds,
+                        help="wall-clock seconds one upload's decoding may take (default %(default)g)")
+    parser.add_argument("--max-uploads-in-progress", type=int, default=ApiSettings().max_uploads_in_progress,
+                        help="voice uploads the server takes at once; one more gets a 429 before its body is read "
+                             "(default %(default)d)")
+    parser.add_argument("--max-uploads-per-key", type=int, default=ApiSettings().max_uploads_per_key,
+                        help="voice uploads one API key may have in progress at once (default %(default)d)")
     parser.add_argument("--head-timeout-seconds", type=float, default=DEFAULT_HEAD_TIMEOUT_SECONDS,
                         help="close a connection whose request line and headers take longer than this")
     parser.add_argument("--body-timeout-seconds", type=float, default=ApiSettings().body_timeout_seconds,
                         help="answer 408 to a request whose body takes longer than this to arrive")
-    parser.add_argument("--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT_SECONDS,
+    parser.add_argument("--drain-timeout", type=float, default=30.0,
                         help="on SIGTERM, seconds to let speeches in flight finish before ending them")
+    parser.add_argument("--max-api-restarts", type=int, default=5,
+                        help="restarts of a dead API process (killed by a signal, or a crash after it was ready) "
+                             "allowed within --restart-window-seconds; one more death and the server exits "
+                             "non-zero (0: never restart; with --replicas, Ray Serve restarts them instead)")
     parser.add_argument("--enable-docs", action="store_true",
                         help="serve FastAPI's /docs and /redoc pages (they load JavaScript from a CDN)")
     parser.add_argument("--replicas", type=int, default=None,
@@ -93,6 +110,11 @@ def serve_settings_from_args(args: argparse.Namespace) -> ApiSettings:
                        enable_docs=args.enable_docs, body_timeout_seconds=args.body_timeout_seconds,
                        voices_dir=args.voices_dir, max_voices_per_owner=args.max_voices_per_owner,
                        max_voice_upload_bytes=args.max_voice_upload_bytes, normalize_text=args.normalize_text,
+                       clip_decoders=args.clip_decoders, clip_decoder_memory_mb=args.clip_decoder_memory_mb,
+                       clip_decoder_cpu_seconds=args.clip_decoder_cpu_seconds,
+                       clip_decoder_timeout_seconds=args.clip_decoder_timeout_seconds,
+                       max_uploads_in_progress=args.max_uploads_in_progress,
+                       max_uploads_per_key=args.max_uploads_per_key,
                        lexicon=args.lexicon, **limits)
 
 

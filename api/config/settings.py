@@ -29,6 +29,17 @@ class ApiSettings:
     voices_dir: str | None = None
     max_voice_upload_bytes: int = 16 * 1024 * 1024
     max_voices_per_owner: int = 100
+    # An upload is decoded in a process of its own (api/voices/clip_decoder.py): at most this
+    # many at once, each with this much address space, CPU time and wall-clock time for its
+    # upload (docs/operations.md "Voice uploads" has what decoding takes).
+    clip_decoders: int = 2
+    clip_decoder_memory_mb: int = 512
+    clip_decoder_cpu_seconds: float = 2.0
+    clip_decoder_timeout_seconds: float = 5.0
+    # Uploads in progress (api/http/upload_slots.py): each holds its body in memory, so they are
+    # bounded in all and per API key; one more is a 429 before its body is read.
+    max_uploads_in_progress: int = 4
+    max_uploads_per_key: int = 2
     # Whether requests to a model that reads raw text (Orpheus, Qwen3-TTS) have their text
     # normalized ("$3.50" → "three dollars and fifty cents") unless they say otherwise.
     normalize_text: bool = False
@@ -87,6 +98,12 @@ class ApiSettings:
             raise ValueError("api_keys must be non-empty strings without surrounding whitespace")
         if self.max_voice_upload_bytes < self.max_body_bytes or self.max_voices_per_owner < 1:
             raise ValueError("max_voice_upload_bytes must be >= max_body_bytes and max_voices_per_owner >= 1")
+        if self.clip_decoders < 1 or self.clip_decoder_memory_mb < 1:
+            raise ValueError("clip_decoders and clip_decoder_memory_mb must be >= 1")
+        if not self.clip_decoder_cpu_seconds > 0 or not self.clip_decoder_timeout_seconds > 0:
+            raise ValueError("clip_decoder_cpu_seconds and clip_decoder_timeout_seconds must be > 0")
+        if self.max_uploads_in_progress < 1 or self.max_uploads_per_key < 1:
+            raise ValueError("max_uploads_in_progress and max_uploads_per_key must be >= 1")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
         if not self.client_backlog_seconds > 0 or not self.stalled_client_seconds > 0:

@@ -13,7 +13,8 @@ from api.deepgram.formats import DEFAULT_REST_ENCODING, REST_ENCODINGS, InvalidA
 from api.deepgram.voices import DEFAULT_MODEL, UnknownModel, deepgram_voice
 from api.http.auth import request_owner
 from api.http.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_client_leaves
-from api.http.json_limits import InvalidJson, loads_bounded
+from api.http.json_limits import InvalidJson
+from api.http.parsed_body import ParsedBodyRoute
 from api.http.quoting import quoted
 from api.openai.schemas import MAX_INPUT_CHARS
 from api.speech.audio.pipeline import AudioPipeline
@@ -22,7 +23,7 @@ from api.speech.markup import pronunciations_in_force
 from api.speech.start import check_ready, start_speech
 from api.speech.streaming import encoded_audio
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 # Speed as OpenAI's route takes it (Deepgram documents 0.7-1.5; the wider range is a superset).
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
 
@@ -73,9 +74,9 @@ async def _validated(request: Request, state, model: str, encoding, container, s
                      instructions, normalize):
     check_ready(state.engine)
     try:
-        # Bounded: a deeply nested body is a RecursionError to Python's parser (a 500). One of a
-        # JSON type was already judged so (api/http/body_limit.py); this is for any other type.
-        body = loads_bounded(await request.body())
+        # Parsed within a nesting bound, off the event loop when large: by the body middleware for a
+        # JSON type (api/http/body_limit.py), else here (api/http/parsed_body.py).
+        body = await request.json()
     except InvalidJson as exc:
         raise DeepgramError(400, "INVALID_JSON", f"The body must be JSON, {{\"text\": \"...\"}}: {exc}") from None
     text = body.get("text") if isinstance(body, dict) else None

@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from api.http.supervisor import api_restarts
 from engine.outputs import EngineStats
 
 # "cleared": a speak-WebSocket turn that a Clear (barge-in) ended.
@@ -19,6 +20,8 @@ TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0,
 PROMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # The prompt pool's job kinds: a speech's first segment (its first audio waits on it), or a later one.
 PROMPT_KINDS = ("first", "later")
+# Why a voice upload's decoder process failed its job (api/voices/clip_decoder.py).
+CLIP_DECODER_FAILURES = ("crashed", "timeout", "memory", "cpu", "protocol")
 
 
 class EngineStatsCollector(Collector):
@@ -92,6 +95,8 @@ class EngineStatsCollector(Collector):
         yield finished
         yield CounterMetricFamily("chorus_engine_core_restarts", "Engine core processes started again after one died",
                                   value=self._read_restarts())
+        yield CounterMetricFamily("chorus_api_restarts", "API processes `chorus serve` started again after one died",
+                                  value=api_restarts() or 0)
 
 
 class PromptPoolMetrics:
@@ -141,6 +146,12 @@ class ApiMetrics:
         for outcome in OUTCOMES:
             self._requests.labels(outcome)
         self.prompts = PromptPoolMetrics(self.registry)
+        self.clip_decoder_failures = Counter(
+            "chorus_clip_decoder_failures", "Voice-upload decoder processes that failed their upload, by cause",
+            ["cause"], registry=self.registry,
+        )
+        for cause in CLIP_DECODER_FAILURES:
+            self.clip_decoder_failures.labels(cause)
         self.registry.register(EngineStatsCollector(read_stats, read_refused_early, read_restarts))
 
     def count_request(self, outcome: str) -> None:

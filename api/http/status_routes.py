@@ -6,17 +6,22 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from api.http.supervisor import api_restarts
+
 router = APIRouter()
 
 
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
     """The process is alive and its engine core is not dead (503 with the reason while a core
-    that died is being restarted, and after the restarts were given up)."""
+    that died is being restarted, and after the restarts were given up). Under `chorus serve`'s
+    supervisor, `api_restarts` says how many times it started the API process again."""
     engine = request.app.state.engine
+    restarts = api_restarts()
+    supervised = {} if restarts is None else {"api_restarts": restarts}
     if engine.failure is not None:
-        return JSONResponse(_down(engine), status_code=503)
-    return JSONResponse({"status": "ok"})
+        return JSONResponse({**_down(engine), **supervised}, status_code=503)
+    return JSONResponse({"status": "ok", **supervised})
 
 
 @router.get("/ready")

@@ -10,6 +10,7 @@ from sse_starlette import EventSourceResponse
 
 from api.http.auth import request_owner
 from api.http.disconnect import CLIENT_CLOSED_REQUEST, ClientGone, unless_client_leaves
+from api.http.parsed_body import ParsedBodyRoute
 from api.openai import sse
 from api.openai.errors import ApiError
 from api.openai.schemas import SpeechRequest
@@ -22,7 +23,7 @@ from api.speech.streaming import encoded_audio
 from api.speech.synthesis import SegmentedSynthesis
 from api.speech.word_timeline import word_events
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 
 _ERROR_RESPONSES = {
     status: {"description": description, "content": {"application/json": {}}}

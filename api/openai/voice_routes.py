@@ -6,10 +6,11 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 
 from api.http.auth import request_owner
+from api.http.parsed_body import ParsedBodyRoute
 from api.openai.errors import ApiError
 from api.voices.library import VoiceLibrary, VoiceRefused
 
-router = APIRouter()
+router = APIRouter(route_class=ParsedBodyRoute)
 VOICES = "/v1/audio/voices"
 
 _ERRORS = {status: {"description": text, "content": {"application/json": {}}} for status, text in {
@@ -18,7 +19,7 @@ _ERRORS = {status: {"description": text, "content": {"application/json": {}}} fo
     404: "No such voice for this key, or the voice library is off",
     409: "This key already has a voice of that name",
     413: "The upload is larger than the server takes",
-    429: "This key holds as many voices as it may",
+    429: "This key holds as many voices as it may, or too many uploads are in progress (Retry-After)",
 }.items()}
 
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from api.speech.heap import give_back_memory
+from api.http.heap import give_back_memory
 from api.speech.prompt_cache import MAX_CACHED_CHARS, PromptCache, PromptKey
 from api.http.metrics import PROMPT_KINDS, PromptPoolMetrics
 from api.speech.voice_choice import VoiceChoice
@@ -57,7 +57,7 @@ class PromptPool:
     teacher.py; espeak is serialized by its own lock), apart from the engine core's torch threads.
     All queue state lives on the event loop; the threads only run `prepare`. Each time the pool
     goes idle (no job queued or running) it gives the heap's free memory back to the system
-    (api/speech/heap.py): what a long prompt took does not stay resident.
+    (api/http/heap.py): what a long prompt took does not stay resident.
     """
 
     def __init__(self, prepare: Prepare, workers: int = 1, metrics: PromptPoolMetrics | None = None,

@@ -1,6 +1,6 @@
 """The voice library's rules: who sees which voice, names, limits, and making a voice from an
-upload (decode, trim, the model's encoders) on the prompt pool's threads, never on the event loop
-or in the engine step.
+upload: its clip decoded and trimmed in a decoder process (api/voices/clip_decoder.py), the
+model's encoders on the prompt pool's threads; never on the event loop or in the engine step.
 
 An owner is the digest of the API key a request carried (api/http/auth.py); without keys every
 voice has the owner None and every client sees them all. Another owner's voice is reported as
@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from api.voices.clip import ClipRejected, prepare_clip
+from api.voices.clip import Clip, ClipRejected
+from api.voices.clip_decoder import ClipDecoders
 from api.voices.store import StoredVoice, VoiceFolder
 from model.families.base import AUTO_LANGUAGE, LanguageNotSupported, PromptFrontend
-from model.families.cloning import CloneRefused
+from model.families.cloning import CloneRefused, VoiceCloner
 
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
@@ -56,22 +57,24 @@ class VoiceLibrary:
     stored voices and uploads in progress, so of two concurrent uploads of one name exactly
     one is stored; an owner holds at most `max_voices_per_owner` voices, uploads in progress
     counted; `_voices` is what the folder holds (a write completes before the voice is listed, a
-    deletion is listed as gone before its folder goes)."""
+    deletion is listed as gone before its folder goes). Without `decoders` it only looks voices
+    up (`chorus say`): `create` refuses, and no decoder process is ever started."""
 
     def __init__(self, folder: VoiceFolder, frontend: PromptFrontend, run_blocking: RunBlocking,
-                 limits: LibraryLimits | None = None) -> None:
+                 limits: LibraryLimits | None = None, decoders: ClipDecoders | None = None) -> None:
         self.folder = folder
         self.frontend = frontend
         self.limits = limits or LibraryLimits()
         self._run = run_blocking
+        self._decoders = decoders
         voices, self.skipped = folder.load()
         self._voices = {voice.id: voice for voice in voices}
         self._reserved: set[tuple[str | None, str]] = set()
 
     @classmethod
     def open(cls, root: Path, frontend: PromptFrontend, run_blocking: RunBlocking,
-             limits: LibraryLimits | None = None) -> VoiceLibrary:
-        return cls(VoiceFolder(root), frontend, run_blocking, limits)
+             limits: LibraryLimits | None = None, decoders: ClipDecoders | None = None) -> VoiceLibrary:
+        return cls(VoiceFolder(root), frontend, run_blocking, limits, decoders)
 
     def __len__(self) -> int:
         return len(self._voices)
@@ -98,6 +101,8 @@ class VoiceLibrary:
     async def create(self, owner: str | None, name: str, audio: bytes, transcript: str | None = None,
                      language: str | None = None, description: str | None = None,
                      consent: str | None = None) -> StoredVoice:
+        if self._decoders is None:
+            raise RuntimeError("this voice library only looks voices up: it has no clip decoders to make one")
         if not self.frontend.clones:
             raise VoiceRefused(400, "unsupported_value", f"The model '{self.frontend.model_name}' cannot clone "
                                "voices (a Qwen3-TTS Base checkpoint can)", "audio")
@@ -116,24 +121,23 @@ class VoiceLibrary:
         try:
             fields = dict(id=f"voice_{secrets.token_hex(12)}", name=name, owner=owner, model=self.frontend.model_name,
                           created_at=int(time.time()), language=language, description=description, consent=consent)
-            voice = await self._run(self._make, fields, audio, transcript)
+            # The encoders load on their first use, on a pool thread like their runs.
+            cloner = await self._run(self.frontend.voice_cloner)
+            clip = await self._decoders.prepare(audio, cloner.sample_rate, min_seconds=self.limits.min_clip_seconds,
+                                                max_seconds=self.limits.max_clip_seconds)
+            voice = await self._run(self._make, fields, cloner, clip, transcript)
             self._voices[voice.id] = voice
             return voice
-        finally:
-            self._reserved.discard(key)
-
-    def _make(self, fields: dict, audio: bytes, transcript: str | None) -> StoredVoice:
-        """On a pool thread: the clip, the model's encoders, the folder written."""
-        cloner = self.frontend.voice_cloner()
-        try:
-            clip = prepare_clip(audio, cloner.sample_rate, min_seconds=self.limits.min_clip_seconds,
-                                max_seconds=self.limits.max_clip_seconds)
-            clone = cloner.clone(clip.samples, transcript)
         except ClipRejected as exc:
             raise VoiceRefused(400, "invalid_audio", str(exc), "audio") from exc
         except CloneRefused as exc:
             raise VoiceRefused(400, "invalid_value", str(exc), exc.param) from exc
-        voice = StoredVoice(**fields, seconds=round(clip.seconds, 3), clone=clone)
+        finally:
+            self._reserved.discard(key)
+
+    def _make(self, fields: dict, cloner: VoiceCloner, clip: Clip, transcript: str | None) -> StoredVoice:
+        """On a pool thread: the model's encoders, the folder written."""
+        voice = StoredVoice(**fields, seconds=round(clip.seconds, 3), clone=cloner.clone(clip.samples, transcript))
         self.folder.write(voice, clip.samples, clip.sample_rate)
         return voice
 

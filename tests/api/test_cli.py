@@ -115,7 +115,7 @@ def test_say_speaks_in_a_voice_of_the_library(chorus_cache, tmp_path, capsys):
     from api.voices.store import StoredVoice, VoiceFolder
     from model.config import ModelConfig
     from model.loader import load_frontend
-    from tests.api.test_voice_library import GOLDEN
+    from tests.api.voice_clips import GOLDEN
 
     with np.load(GOLDEN) as golden:
         clip = golden["base_clip"]

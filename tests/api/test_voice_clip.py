@@ -1,6 +1,8 @@
 """Voice clips (api/voices/clip.py) against files PyAV encodes here: every format decodes to mono
-at the asked rate, silence is cut at the edges only, and every bad upload is a ClipRejected
-with its reason."""
+at the asked rate, silence is cut at the edges only, up to 8 channels mix to their mean and more
+are refused from the metadata, and every bad upload is a ClipRejected with its reason. The
+decoding runs in this process here; the server runs it in a decoder process
+(tests/api/live/test_clip_decoder.py)."""
 from __future__ import annotations
 
 import io
@@ -16,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.voices.clip import ClipRejected, decode_clip, prepare_clip, trim_silence
+from api.voices.clip import MAX_CHANNELS, ClipRejected, decode_clip, prepare_clip, trim_silence
+from tests.api.voice_clips import EIGHT_CHANNEL_FORMATS, MANY_CHANNEL_FORMATS, channels_of, encoded, wav_of
 
 SOURCE_RATE = 48000  # the files' rate
 RATE = 24000  # the rate asked of the clip code
@@ -173,11 +176,29 @@ def test_thirty_one_seconds_of_speech_is_too_long():
     assert refused.value.reason == "too_long" and "31.00 s" in str(refused.value)
 
 
-def test_a_decompression_bomb_stops_early():
-    # 30 min of FLAC silence at 8 kHz in 4 s blocks: ~14 KB that decode to 14.4 M samples
-    # (115 MB of float32 at 16 kHz); decoding stops once past the 120 s cap.
+def flac_bomb() -> bytes:
+    """30 min of FLAC silence at 8 kHz in 4 s blocks: ~14 KB that decode to 14.4 M samples
+    (115 MB of float32 at 16 kHz)."""
     bomb = encode("flac", "flac", silence(1800.0, 8000), 8000, options={"frame_size": "32768"}, block=32768)
     assert len(bomb) < 32_000
+    return bomb
+
+
+def test_a_file_that_says_it_runs_too_long_is_refused_before_decoding():
+    with pytest.raises(ClipRejected) as refused:
+        decode_clip(flac_bomb(), 16000)
+    assert refused.value.reason == "too_long_decoded"
+    assert str(refused.value).startswith("the file says its audio runs 1800 s") and "120 s" in str(refused.value)
+
+
+def test_a_decompression_bomb_stops_early():
+    # The bomb with its length unsaid (STREAMINFO's total samples 0, "unknown"): decoding stops
+    # once past the 120 s cap.
+    bomb = bytearray(flac_bomb())
+    assert bomb[:4] == b"fLaC" and bomb[4] & 0x7F == 0  # STREAMINFO first; its body from byte 8
+    bomb[21] &= 0xF0  # the 36-bit total: the low half of byte 21 and bytes 22-25
+    bomb[22:26] = bytes(4)
+    bomb = bytes(bomb)
     tracemalloc.start()
     started = time.perf_counter()
     try:
@@ -186,9 +207,61 @@ def test_a_decompression_bomb_stops_early():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert refused.value.reason == "too_long_decoded" and "120 s" in str(refused.value)
+    assert refused.value.reason == "too_long_decoded" and "120 s when decoded" in str(refused.value)
     assert peak < 10_000_000  # at most the 120 s decoded (7.7 MB), never the whole 115 MB
     assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize("name", ["wav-s16", "wav-f32", "wavext-s16", "wavext-f32", *EIGHT_CHANNEL_FORMATS])
+def test_eight_channels_mix_to_their_mean(name):
+    """7.1 from every container that carries it in FFmpeg's own order: decoded as packed floats
+    (PyAV crashed the process converting 8 planes), mixed to the mean of the channels."""
+    channels = channels_of(MAX_CHANNELS, 2.0, SOURCE_RATE)
+    if name.startswith("wav"):
+        data = wav_of(channels, SOURCE_RATE, extensible=name.startswith("wavext"), float32=name.endswith("f32"))
+    else:
+        container, codec, options = EIGHT_CHANNEL_FORMATS[name]
+        data = encoded(container, codec, channels, SOURCE_RATE, options)
+    samples = decode_clip(data, SOURCE_RATE)
+    assert samples.size == channels.shape[1]
+    if name == "ogg-opus":  # lossy: the level, not the waveform
+        assert rms(samples) == pytest.approx(rms(channels.mean(axis=0)), rel=0.02)
+    else:  # 16-bit samples are within half a step of what was written
+        np.testing.assert_allclose(samples, channels.mean(axis=0), atol=1e-6 if name.endswith("f32") else 4e-5)
+    assert prepare_clip(data, RATE).seconds == pytest.approx(2.0, abs=0.02)
+
+
+def many_channels(name: str, count: int) -> bytes:
+    """A quarter of a second of `count` channels (8 kHz; Opus takes 48 kHz only)."""
+    if name.startswith("wav"):
+        return wav_of(channels_of(count, 0.25, 8000), 8000, extensible=name == "wavext")
+    container, codec, options = MANY_CHANNEL_FORMATS[name]
+    rate = 48000 if codec == "libopus" else 8000
+    return encoded(container, codec, channels_of(count, 0.25, rate), rate, options)
+
+
+@pytest.mark.parametrize("name, count", [
+    ("wav", 9), ("wav", 12), ("wav", 255), ("wav", 256), ("wav", 512), ("wavext", 12), ("wavext", 255),
+    ("mka-pcm", 12), ("mka-pcm", 255), ("caf-pcm", 12), ("caf-pcm", 255), ("aiff-pcm", 12), ("aiff-pcm", 255),
+    ("ogg-opus", 12), ("ogg-opus", 254),  # libopus encodes at most 254 channels, FLAC 8, FFmpeg's Vorbis 2
+])
+def test_more_than_eight_channels_are_refused_from_the_metadata(name, count):
+    data = many_channels(name, count)
+    started = time.perf_counter()
+    with pytest.raises(ClipRejected) as refused:
+        decode_clip(data, RATE)
+    assert refused.value.reason == "too_many_channels"
+    # The container's word, not a decoded frame's ("a frame of the audio has ...").
+    assert str(refused.value).startswith(f"the audio has {count} channels") and "at most 8" in str(refused.value)
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize("count", [513, 1024])
+def test_a_wav_of_more_channels_than_ffmpeg_reads_is_corrupt(count):
+    """FFmpeg opens no decoder for more than 512 channels: it leaves the count unknown (0)."""
+    with pytest.raises(ClipRejected) as refused:
+        decode_clip(wav_of(channels_of(count, 0.25, 8000), 8000), RATE)
+    assert refused.value.reason == "corrupt"
 
 
 def png() -> bytes:
@@ -288,7 +361,7 @@ def test_arbitrary_bytes_decode_or_are_refused(data):
     try:
         samples = decode_clip(data, RATE)
     except ClipRejected as refused:
-        assert refused.reason in {"empty", "not_audio", "corrupt", "too_long_decoded"}
+        assert refused.reason in {"empty", "not_audio", "corrupt", "too_many_channels", "too_long_decoded"}
         return
     assert samples.dtype == np.float32 and samples.ndim == 1 and samples.size > 0
     assert np.isfinite(samples).all() and np.abs(samples).max() <= 1.0

@@ -12,7 +12,7 @@ from api.app import create_app
 from api.config.settings import ApiSettings
 from tests.api.audio_check import decode, pcm16_to_float
 from tests.api.conftest import API_KEY, LiveServer
-from tests.api.test_voice_library import BASE, GOLDEN, wav_bytes
+from tests.api.voice_clips import BASE, GOLDEN, wav_bytes
 from tests.engine.conftest import engine_config
 
 

@@ -15,7 +15,7 @@ from api.config.settings import ApiSettings
 from tests.api.conftest import API_KEY, LiveServer
 from tests.api.live import test_web_page
 from tests.api.live.test_web_page import chromium, value
-from tests.api.test_voice_library import BASE, GOLDEN, TWO_FRAMES, wav_bytes
+from tests.api.voice_clips import BASE, GOLDEN, TWO_FRAMES, wav_bytes
 from tests.engine.conftest import engine_config
 
 pytestmark = test_web_page.pytestmark  # the same skips: no Chromium, no chromedriver

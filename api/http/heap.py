@@ -1,4 +1,5 @@
-"""Giving freed heap memory back to the operating system.
+"""Giving freed heap memory back to the operating system (the API process: after long prompts
+and after uploads).
 
 glibc's malloc keeps what a thread freed in that thread's arena, and returns it to the system
 only when the top of the main heap is free; the prompt pool's workers free hundreds of MB of

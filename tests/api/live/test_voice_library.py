@@ -1,10 +1,9 @@
-"""The voice library over HTTP (in process, Starlette's TestClient): upload a clip, list, speak
-in it on every route, delete, keys owning their voices, limits, restart, a corrupt folder."""
+"""The voice library over HTTP (Starlette's TestClient, the app in this process; each upload is
+decoded in a decoder process, hence the live tier): upload a clip, list, speak in it on every
+route, delete, keys owning their voices, limits, restart, a corrupt folder."""
 from __future__ import annotations
 
-import io
 import json
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -14,22 +13,10 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 from api.app import create_app
 from api.config.settings import ApiSettings
 from tests.api.conftest import speech_body
+from tests.api.voice_clips import BASE, GOLDEN, TWO_FRAMES, wav_bytes
 from tests.engine.conftest import engine_config
 
-GOLDEN = Path(__file__).resolve().parents[1] / "model" / "qwen3_tts" / "golden" / "golden.npz"
-BASE = "tiny-random-qwen3-base"
 KEYS = ("key-alpha", "key-beta")
-TWO_FRAMES = dict(min_audio_seconds=0.1, audio_seconds_per_char=0.01)
-
-
-def wav_bytes(samples: np.ndarray, rate: int = 24000) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(rate)
-        wav.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
