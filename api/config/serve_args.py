@@ -86,6 +86,10 @@ LIMIT_FLAGS = {
     "max_prompt_tokens": "the most tokens of one segment's prompt: longer ones are cut before they are prepared",
     "first_segment_max_tokens": "the same for a speech's first segment, whose first audio waits on it",
     "max_word_chars": "the longest run of characters without whitespace an input may hold (400 beyond)",
+    "max_spoken_chars": "the most characters one request (or speak-socket turn) may say, counted after SSML, "
+                        "pronunciations and normalization (400 beyond)",
+    "max_speech_seconds": "the most seconds of speech one request (or speak-socket turn) may ask for, at its "
+                          "speed and with its pauses (400 beyond)",
     "socket_max_speak_chars": "the most characters of text one speak-socket Speak message may carry",
     "socket_max_turn_chars": "the most characters of text one speak-socket turn (between Flushes) may carry",
     "socket_max_message_bytes": "the largest speak-socket message, in bytes",

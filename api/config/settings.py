@@ -78,6 +78,11 @@ class ApiSettings:
     # `max_word_chars` characters without whitespace cannot be cut sensibly and is refused.
     max_segment_words: int = 200
     max_prompt_tokens: int = 2560
+    # What one speech (or one speak-socket turn) may say, counted after SSML, pronunciations and
+    # normalization (api/speech/spoken_budget.py): twice the input limit's characters, ~10 min of
+    # English; the seconds bound also counts SSML pauses, slow speeds and ideographs.
+    max_spoken_chars: int = 8192
+    max_speech_seconds: float = 900.0
     # A first segment's prompt is bounded lower: its first audio waits on its preparation, and
     # so does every speech's that arrives after it (first segments go in arrival order). A first
     # sentence of 30 words of prose (~350 of joe's ids) fits; ~0.15 s of joe's preparation.
@@ -119,12 +124,15 @@ class ApiSettings:
         if self.first_segment_max_words < 1 or self.max_segment_chars < 1 or self.prompt_workers < 1:
             raise ValueError("first_segment_max_words, max_segment_chars and prompt_workers must be >= 1")
         counts = {name: getattr(self, name) for name in (
-            "max_segment_words", "max_prompt_tokens", "first_segment_max_tokens", "max_word_chars", "socket_max_speak_chars",
+            "max_segment_words", "max_prompt_tokens", "first_segment_max_tokens", "max_word_chars", "max_spoken_chars",
+            "socket_max_speak_chars",
             "socket_max_turn_chars", "socket_max_message_bytes")}
         if (small := [name for name, value in counts.items() if value < 1]):
             raise ValueError(f"{', '.join(small)} must be >= 1")
         if not self.socket_idle_seconds > 0 or not self.socket_send_timeout_seconds > 0:
             raise ValueError("socket_idle_seconds and socket_send_timeout_seconds must be > 0")
+        if not self.max_speech_seconds > 0:
+            raise ValueError(f"max_speech_seconds must be > 0, got {self.max_speech_seconds}")
 
     def max_tokens_for(self, text: str, outputs_per_second: float) -> int:
         return self.max_tokens_for_chars(len(text), outputs_per_second)

@@ -7,7 +7,8 @@ import re
 
 from fastapi.responses import JSONResponse
 
-from api.speech.errors import BUSY_CODES, ENGINE_DEAD, INVALID_SSML, UNSPEAKABLE, SpeechError, outcome_of
+from api.speech.errors import (BUSY_CODES, ENGINE_DEAD, INVALID_SSML, SPEECH_TOO_LONG, UNSPEAKABLE, SpeechError,
+                               outcome_of)
 
 _ERR_CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 # Deepgram's err_code for a speech error's code, where it is not that code in upper case. A
@@ -40,10 +41,10 @@ class DeepgramError(Exception):
     @classmethod
     def of(cls, error: SpeechError) -> DeepgramError:
         """The speech pipeline's `error` as the speak API answers it: invalid SSML is INVALID_SSML,
-        anything else about the text (nothing in it to speak, or a prompt the engine refuses)
-        INVALID_TEXT."""
-        if error.code == INVALID_SSML:
-            return cls(400, "INVALID_SSML", error.message)
+        a text over the spoken budget SPEECH_TOO_LONG, anything else about the text (nothing in it
+        to speak, or a prompt the engine refuses) INVALID_TEXT."""
+        if error.code in (INVALID_SSML, SPEECH_TOO_LONG):
+            return cls(400, error.code.upper(), error.message)
         if error.param == "input":
             return cls(400, "INVALID_TEXT", f"The text cannot be spoken: {error.reason}")
         headers = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}

@@ -29,6 +29,9 @@ open and says what was dropped:
 - A Speak over `socket_max_speak_chars` characters, or one that would take its turn (the text
   since the last Flush or Clear) over `socket_max_turn_chars`, is dropped: Error TEXT_TOO_LONG;
   the turn keeps the text it had.
+- A Speak that would take its turn over the spoken budget (`max_spoken_chars`,
+  `max_speech_seconds`, counted after SSML, pronunciations and normalization:
+  api/speech/spoken_budget.py) is dropped: Error SPEECH_TOO_LONG.
 - A Speak with a run of more than `max_word_chars` characters without whitespace (counting the
   word it continues) is dropped: Error WORD_TOO_LONG. So the text buffered until a boundary is
   bounded, and every Speak accepted is spoken whole.
@@ -68,6 +71,7 @@ from api.speech.live_text import LiveTextSegments
 from api.speech.markup import pronunciations_in_force, speech_parts
 from api.speech.off_loop import off_loop_unless
 from api.speech.planning import PlannedText, SpeechSegments
+from api.speech.spoken_budget import Spoken, SpeechTooLong
 from api.speech.start import check_ready, start_synthesis
 from api.speech.synthesis import SegmentedSynthesis
 from api.speech.text_split import UncuttableText, check_runs
@@ -348,6 +352,7 @@ class SpeakSession:
         # The pronunciations in force: the server's lexicon, then each Speak's `pronunciations`.
         self.lexicon: Lexicon = state.lexicon
         self.turn_chars = 0  # the text of the turn so far (since the last Flush or Clear)
+        self.turn_spoken = Spoken()  # what that text says, against the spoken budget
         self.turn: Turn | None = None  # the turn text goes to
         self.last: asyncio.Task | None = None  # the newest turn's task (or Flushed): the next one sends after it
         self.last_turn: Turn | None = None  # the newest turn: the next one starts once it speaks
@@ -472,15 +477,18 @@ class SpeakSession:
         try:
             self._check_length(text)
             if is_ssml(text):
-                segments = await _off_loop(len(text), self._ssml_segments, text)
-            elif self.live_text and (self.turn is None or self.turn.reads_live):
-                segments = await self._live(text)
+                segments, spoken = await _off_loop(len(text), self._ssml_segments, text)
             else:
-                segments = await _off_loop(len(text), self._cut, text)
+                spoken = await _off_loop(len(text), self._spoken_by, text)
+                if self.live_text and (self.turn is None or self.turn.reads_live):
+                    segments = await self._live(text)
+                else:
+                    segments = await _off_loop(len(text), self._cut, text)
         except Refused as exc:
             await self.send_json(exc.answer)
             return
         self.turn_chars += len(text)
+        self.turn_spoken = spoken
         if segments:
             self._current_turn().extend(segments)
 
@@ -498,20 +506,33 @@ class SpeakSession:
         overflow = self._current_turn().add_text(text)
         return await _off_loop(len(overflow), self._cut, overflow) if overflow else []
 
-    def _ssml_segments(self, document: str) -> list[str | PlannedText]:
+    def _ssml_segments(self, document: str) -> tuple[list[str | PlannedText], Spoken]:
         """An SSML Speak (a whole `<speak>` document): the text buffered before it, then its own
-        parts' segments (api/speech/markup.py), in the turn it joins."""
+        parts' segments (api/speech/markup.py), in the turn it joins; and what the turn then says."""
         frontend = self.state.engine.frontend
+        planner = self.state.planner
         try:
             parts = speech_parts(document, frontend, self.lexicon, frontend.model_speed(self.speed))
-            planned = self.state.planner.planned_texts(parts)
+            spoken = planner.spoken_budget.check(parts, self.speed, before=self.turn_spoken)
+            planned = planner.planned_texts(parts)
         except SpeechError as exc:  # invalid SSML, or phonemes the model cannot say
             code = "INVALID_SSML" if exc.code == INVALID_SSML else "INVALID_TEXT"
             raise Refused(error_message(code, f"The Speak was dropped: {exc.message}")) from None
+        except SpeechTooLong as exc:
+            raise Refused(error_message("SPEECH_TOO_LONG", f"The Speak was dropped: {exc}")) from None
         except UncuttableText as exc:
             raise Refused(error_message("WORD_TOO_LONG", f"The Speak was dropped: {exc}")) from None
         rest = self.text.flush()
-        return ([] if rest is None else self._pronounced([rest])) + planned
+        return ([] if rest is None else self._pronounced([rest])) + planned, spoken
+
+    def _spoken_by(self, text: str) -> Spoken:
+        """What the turn says once a plain-text Speak's `text` joins it, its pronunciations applied;
+        Refused when that is over the spoken budget (api/speech/spoken_budget.py)."""
+        try:
+            return self.state.planner.spoken_budget.check_texts(self._pronounced([text]), self.speed,
+                                                                before=self.turn_spoken)
+        except SpeechTooLong as exc:
+            raise Refused(error_message("SPEECH_TOO_LONG", f"The Speak was dropped: {exc}")) from None
 
     def pronounced(self, text: str) -> str:
         """`text` (whole words) with the connection's pronunciations applied, as they stand now."""
@@ -550,6 +571,7 @@ class SpeakSession:
         follows its audio (or, with no turn, the audio already on its way)."""
         rest = self.text.flush()
         self.turn_chars = 0
+        self.turn_spoken = Spoken()
         if rest is not None:
             self._current_turn().extend(self._pronounced([rest]))
         if self.turn is not None:
@@ -575,6 +597,7 @@ class SpeakSession:
         have ended (their engine requests aborted)."""
         self.text.clear()
         self.turn_chars = 0
+        self.turn_spoken = Spoken()
         cancelled = self.cancel_all()
         self._plays_until = 0.0  # the client drops the audio it holds: nothing plays on
         if cancelled:

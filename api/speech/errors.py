@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from api.http.draining import DRAIN_RETRY_AFTER_SECONDS, ShuttingDown
+from api.speech.spoken_budget import SpeechTooLong
 from api.speech.synthesis import SynthesisFailed
 from api.speech.text_split import UnspeakableText
 from engine.errors import EngineDeadError, RequestRejected
@@ -18,6 +19,7 @@ ENGINE_NOT_READY = "engine_not_ready"
 ENGINE_DEAD = "engine_dead"
 SHUTTING_DOWN = "shutting_down"
 UNSPEAKABLE = "unspeakable_text"
+SPEECH_TOO_LONG = "speech_too_long"  # over the spoken budget (api/speech/spoken_budget.py)
 VOICE_NOT_FOUND = "voice_not_found"
 INVALID_SSML = "invalid_ssml"  # api/speech/markup.py
 INVALID_PRONUNCIATION = "invalid_pronunciation"
@@ -56,6 +58,8 @@ def speech_error(exc: BaseException, default_retry_after: int) -> SpeechError | 
             return SpeechError(429, exc.code, f"The server is busy: {exc}", reason=reason,
                                retry_after=retry_after_seconds(exc, default_retry_after))
         return SpeechError(400, exc.code, reason, param="input")
+    if isinstance(exc, SpeechTooLong):
+        return SpeechError(400, SPEECH_TOO_LONG, f"The input is too long to speak: {exc}", reason=reason, param="input")
     if isinstance(exc, UnspeakableText):
         return SpeechError(400, UNSPEAKABLE, f"The text cannot be spoken: {exc}", reason=reason, param="input")
     if isinstance(exc, VoiceNotFoundError):

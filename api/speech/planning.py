@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
+from api.speech.spoken_budget import SpokenBudget
 from api.speech.synthesis import Segment
 from api.speech.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
 from api.speech.voice_choice import VoiceChoice
@@ -36,7 +37,8 @@ class NothingToSpeak(UnspeakableText):
     """No segment of the speech has anything the front end can speak (only punctuation)."""
 
 
-# What `_prepared` returns for a piece whose prompt was over the token limit (it has been cut).
+# What `_prepared` returns for a piece whose prompt was over the token limit: it has been cut,
+# or (one that cannot be cut) is to be prepared again under the later segments' higher limit.
 _REPLACED = object()
 
 
@@ -48,6 +50,9 @@ class _Planned:
     rate: float = 1.0  # its speed, relative to the speech's (SSML's prosody rate)
     pause_before: float = 0.0  # seconds of silence before and after its audio (SSML's breaks)
     pause_after: float = 0.0
+    # It cannot be cut (one character, or one phoneme run, which is never cut): even as a
+    # speech's first segment it is prepared under the token limit of later segments.
+    uncut: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +71,11 @@ class SpeechSegments:
     that one is short (PREPARE_AHEAD_BELOW_SECONDS), else when `next` asks for it.
     Invariants: `next` hands out the text's segments in order, each once, each with a prompt
     that fits the engine's context and the prompt-token limit (a segment whose prompt would not
-    is cut, and only its pieces are prepared again; a single character over it raises
-    UncuttableText); pieces with nothing to speak are dropped, and if every piece is, the first
+    is cut, and only its pieces are prepared again; every cut leaves two shorter pieces, so a
+    text is prepared at most about twice its number of segments; a piece that cannot be cut (a
+    single character, a phoneme run) is prepared once more under the later segments' limit if it
+    was a first segment, and over that raises UncuttableText); pieces with nothing to speak are
+    dropped, and if every piece is, the first
     `next` raises NothingToSpeak; at most one segment is prepared ahead of those handed out;
     `close` cancels every preparation still pending.
 
@@ -143,54 +151,64 @@ class SpeechSegments:
                 planned.job.cancel()
 
     def _fitted(self, planned: _Planned, prompt: SpeechPrompt) -> Segment | None:
-        """The segment when its prompt and outputs fit the context; else None, its text cut in two
-        pieces that take its place at the front (a single character is left to the engine, which
-        refuses it by name)."""
+        """The segment when its prompt and outputs fit the context, or when it cannot be cut (the
+        engine then refuses it by name); else None, its text cut in two pieces that take its place
+        at the front."""
         budget = self._output_budget(planned.text)
         expected = self._planner.frontend.expected_outputs(prompt)
         needed = len(prompt.token_ids) + (budget if expected is None else expected)
         context = self._planner.limits.context_tokens
-        if needed <= context or len(planned.text) < 2:
+        if needed <= context or not self._cut(planned, context / needed):
             return Segment(planned.text, self._params.replace(max_tokens=budget), prompt, rate=planned.rate,
                            pause_before=planned.pause_before, pause_after=planned.pause_after)
-        self._cut(planned, context / needed)
         return None
 
-    def _cut(self, planned: _Planned, share: float) -> None:
+    def _cut(self, planned: _Planned, share: float) -> bool:
         """Puts the two pieces of `planned` (the first about `share` of it) in its place at the
-        front of the queue; it must have been popped already."""
+        front of the queue (it must have been popped already), and returns True; False, with the
+        queue as it was, when it cannot be cut in two (one character, or one phoneme run: the cut
+        would leave it whole)."""
         head, tail = cut_near(planned.text, int(len(planned.text) * share * _CUT_MARGIN))
         head, tail = keep_phoneme_runs_whole(head, tail)
+        if not head or not tail:
+            return False
         # The pauses stay at the outer edges; both pieces keep the rate.
         self._pending.extendleft([
             _Planned(tail, planned.index, rate=planned.rate, pause_after=planned.pause_after),
             _Planned(head, planned.index, rate=planned.rate, pause_before=planned.pause_before),
         ])
+        return True
 
     def _submit(self, planned: _Planned) -> None:
         if planned.job is None:
             first = not self._handed_out
             planned.job = self._planner.pool.submit(
                 planned.text, self._voice, self._speed * planned.rate, arrival=self._arrival, index=planned.index,
-                first=first, max_tokens=self._planner.token_limit(first),
+                first=first, max_tokens=self._planner.token_limit(first and not planned.uncut),
             )
 
     async def _prepared(self, planned: _Planned):
-        """The piece's prompt; None when the front end finds nothing to speak in it; _REPLACED when its
-        prompt would be over the token limit, and it has been replaced by its pieces. What the front
-        end refuses whatever the text (the voice, the language, the instructions) is raised."""
+        """The piece's prompt; None when the front end finds nothing to speak in it; _REPLACED when
+        its prompt would be over the token limit, and its pieces (or, uncut, itself) have taken its
+        place. What the front end refuses whatever the text (the voice, the language, the
+        instructions) is raised."""
         self._submit(planned)
         try:
             return await planned.job
         except (VoiceNotFoundError, OptionRefused):
             raise
         except PromptTooLong as exc:
-            if len(planned.text) < 2:
-                raise UncuttableText(f"the character {planned.text!r} alone makes a prompt of {exc.tokens} "
-                                     f"tokens; at most {exc.limit}") from None
             self._pending.popleft()
-            self._cut(planned, exc.limit / exc.tokens)
-            return _REPLACED
+            if self._cut(planned, exc.limit / exc.tokens):
+                return _REPLACED
+            if not planned.uncut and exc.limit < self._planner.token_limit(first=False):
+                # A first segment that cannot be cut: its first audio waits on a longer preparation.
+                # (Once only: a front end's own bound, such as joe's per sentence, may be the lower.)
+                self._pending.appendleft(replace(planned, job=None, uncut=True))
+                return _REPLACED
+            raise UncuttableText(f"{_quoted_piece(planned.text)} cannot be cut further (one character, or a phoneme "
+                                 f"run, which is said whole) and makes a prompt of {exc.tokens} tokens; at most "
+                                 f"{exc.limit}") from None
         except ValueError:
             if planned.pause_before or planned.pause_after:
                 return self._pause_only(planned)
@@ -225,6 +243,10 @@ class SpeechSegments:
         return min(self._params.max_tokens, self._planner.settings.max_tokens_for(text, rate))
 
 
+def _quoted_piece(text: str, longest: int = 40) -> str:
+    return repr(text if len(text) <= longest else text[:longest] + "…")
+
+
 class SegmentPlanner:
     """Plans every speech of one engine: the text cut and the segment sizes from `settings`, the
     fit against the engine's `limits`, the prompts from `pool`. Holds no per-speech state."""
@@ -235,16 +257,25 @@ class SegmentPlanner:
         self.frontend = frontend
         self.settings = settings
         self.limits = limits
+        self.spoken_budget = SpokenBudget(settings.max_spoken_chars, settings.max_speech_seconds)
 
     async def plan(self, text: str | Sequence[SpeechPart], voice: VoiceChoice, speed: float = 1.0,
-                   params: SamplingParams | None = None) -> SpeechSegments:
+                   params: SamplingParams | None = None, heard_speed: float | None = None) -> SpeechSegments:
         """The speech's segments, none prepared yet: of a plain text, or of parts said each at its
-        own rate with pauses after (api/speech/markup.py makes them of SSML). `params` (default:
-        the model's) apply to every segment, each with its own output budget. The text is cut on
-        a worker thread (its cost grows with the text; the event loop serves every other
-        stream). Raises UncuttableText for a text with a run of characters too long to cut."""
+        own rate with pauses after (api/speech/markup.py makes them of SSML), prepared at `speed`
+        and heard at `heard_speed` (the request's, once the audio pipeline has stretched the rest;
+        default `speed`). `params` (default: the model's) apply to every segment, each with its
+        own output budget. The text is counted against the spoken budget and cut on a worker
+        thread (its cost grows with the text; the event loop serves every other stream). Raises
+        SpeechTooLong for a speech over the budget, UncuttableText for a text with a run of
+        characters too long to cut."""
         parts = [SpeechPart(text)] if isinstance(text, str) else text
-        texts = await asyncio.to_thread(self.planned_texts, parts)
+
+        def budgeted_texts() -> list[PlannedText]:
+            self.spoken_budget.check(parts, speed if heard_speed is None else heard_speed)
+            return self.planned_texts(parts)
+
+        texts = await asyncio.to_thread(budgeted_texts)
         return SpeechSegments(self, texts, voice, speed, params or self.frontend.default_sampling())
 
     def planned_texts(self, parts: Sequence[SpeechPart]) -> list[PlannedText]:

@@ -45,11 +45,10 @@ async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, 
     default the server's) and starts its synthesis in `voice` (Catalog.voice_choice): returns
     it, with its first audio on the way, and the speed the model speaks at (the audio pipeline
     stretches the rest of `speed`). Raises SpeechError when it cannot start (a drain, no room,
-    invalid SSML or phonemes, nothing to speak, the engine's refusal of its first segment, a
-    voice, language or instructions the front end refuses, a dead engine); nothing is left
-    running then. A full
-    engine refuses it before its text is prepared; its first audio is due `max_queue_delay` after
-    this call, its preparation included."""
+    invalid SSML or phonemes, more than the spoken budget, nothing to speak, the engine's refusal
+    of its first segment, a voice, language or instructions the front end refuses, a dead
+    engine); nothing is left running then. A full engine refuses it before its text is prepared;
+    its first audio is due `max_queue_delay` after this call, its preparation included."""
     engine = services.engine
     arrived = time.monotonic()
     with _as_speech_error(services):
@@ -60,7 +59,7 @@ async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, 
         if max_tokens is not None:
             params = params.replace(max_tokens=max_tokens)
         parts = speech_parts(text, engine.frontend, services.lexicon if lexicon is None else lexicon, model_speed)
-        segments = await services.planner.plan(parts, voice, model_speed, params)
+        segments = await services.planner.plan(parts, voice, model_speed, params, heard_speed=speed)
         settings = services.settings
         synthesis = SegmentedSynthesis(engine, segments, voice.name, model_speed, settings.client_backlog_seconds,
                                        settings.stalled_client_seconds, pause_stretch=speed / model_speed)

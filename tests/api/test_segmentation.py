@@ -158,8 +158,82 @@ def test_a_single_character_over_the_token_limit_is_refused():
         async with PromptPool(frontend.prepare) as pool:
             return await handed_out(await SegmentPlanner(pool, frontend, settings, EngineLimits(10_000, RATE)).plan("ab", V))
 
-    with pytest.raises(UncuttableText, match="alone makes a prompt of 3 tokens"):
+    with pytest.raises(UncuttableText, match="'a' cannot be cut further .* makes a prompt of 3 tokens; at most 2"):
         asyncio.run(main())
+
+
+class CountingPool(PromptPool):
+    """Records each submission as (text, max_tokens)."""
+
+    def __init__(self, prepare) -> None:
+        super().__init__(prepare)
+        self.submitted: list[tuple[str, int | None]] = []
+
+    def submit(self, text, voice, speed, *, arrival, index, first, max_tokens=None):
+        self.submitted.append((text, max_tokens))
+        return super().submit(text, voice, speed, arrival=arrival, index=index, first=first, max_tokens=max_tokens)
+
+
+def test_a_phoneme_run_over_the_first_segments_limit_is_prepared_once_more_under_the_later_limit():
+    """A run is never cut: before, the cut gave the run back whole and the speech prepared it
+    again and again, for minutes (a 250-symbol run on joe)."""
+    frontend = ThreeTokensPerCharacter()
+    run = "[[ " + "ə" * 20 + " ]]"  # 26 characters: 78 tokens
+
+    async def main():
+        async with CountingPool(frontend.prepare) as pool:
+            segments = await planner(pool, frontend, first_segment_max_tokens=40, max_prompt_tokens=100).plan(run, V)
+            return await handed_out(segments), pool.submitted
+
+    segments, submitted = asyncio.run(main())
+    assert [segment.text for segment in segments] == [run]
+    assert submitted == [(run, 40), (run, 100)]
+
+
+class OwnBoundFrontend(LettersOnlyFrontend):
+    """A front end with a bound of its own below the planner's (joe's per sentence): its refusal
+    names that bound, whatever limit it was asked for."""
+
+    def prepare(self, text, voice, speed=1.0, max_tokens=None, *, language=None, instructions=None):
+        if len(text) > 20:
+            raise PromptTooLong(len(text), 20)
+        return super().prepare(text, voice, speed)
+
+
+def test_a_run_over_the_front_ends_own_bound_is_refused_not_prepared_forever():
+    frontend = OwnBoundFrontend()
+    run = "[[ " + "a " * 20 + "]]"
+
+    async def main():
+        async with CountingPool(frontend.prepare) as pool:
+            try:
+                await handed_out(await planner(pool, frontend).plan(run, V))
+            finally:
+                submitted.extend(pool.submitted)
+
+    submitted: list = []
+    with pytest.raises(UncuttableText, match="at most 20"):
+        asyncio.run(main())
+    assert len(submitted) == 2
+
+
+def test_a_phoneme_run_over_every_limit_is_refused_after_two_preparations():
+    frontend = ThreeTokensPerCharacter()
+    run = "[[ " + "ə" * 40 + " ]]"  # 138 tokens
+
+    async def main():
+        async with CountingPool(frontend.prepare) as pool:
+            segments = await planner(pool, frontend, first_segment_max_tokens=40, max_prompt_tokens=100).plan(
+                f"{run} and more words after it.", V)
+            try:
+                await handed_out(segments)
+            finally:
+                submitted.extend(pool.submitted)
+
+    submitted: list = []
+    with pytest.raises(UncuttableText, match="makes a prompt of 138 tokens; at most 100"):
+        asyncio.run(main())
+    assert [text for text, _ in submitted].count(run) == 2
 
 
 def test_a_run_too_long_to_cut_is_refused_before_any_preparation():

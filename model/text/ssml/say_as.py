@@ -18,7 +18,7 @@ from model.text.normalize.english.dates import MONTHS
 from model.text.normalize.english.digits import grouped_digits
 from model.text.normalize.english.letters import spell
 from model.text.normalize.english.money import CODES, SYMBOLS, amount
-from model.text.normalize.english.numbers import UNSIGNED, cardinal, digits, number, ordinal, year
+from model.text.normalize.english.numbers import LONGEST_SAID, UNSIGNED, cardinal, digits, number, ordinal, year
 from model.text.normalize.english.times import read_time
 from model.text.normalize.rules import Word
 from model.text.ssml.parts import SsmlError
@@ -39,6 +39,11 @@ _MERIDIEM = re.compile(r"[ap]\.?m\.?", re.IGNORECASE)
 _MONEY = re.compile(rf"([-−]?)\s*(?:([$€£¥])|([A-Za-z]{{3}}))?\s*({UNSIGNED})(?:\s*([A-Za-z]{{3}}))?")
 # The shortest abbreviation that names one month ("Jun" and "Jul", "Mar" and "May" differ there).
 _SHORTEST_MONTH = 3
+# The kinds that say a number as a quantity, which has a name only up to LONGEST_SAID digits.
+_QUANTITIES = frozenset({"cardinal", "number", "ordinal", "currency"})
+_DIGIT_RUN = re.compile(r"[0-9]+")
+# How much of the content an error message quotes.
+_QUOTED = 60
 
 
 def say_as(content: str, interpret_as: str, format: str | None = None, detail: str | None = None) -> str:
@@ -48,9 +53,18 @@ def say_as(content: str, interpret_as: str, format: str | None = None, detail: s
     if reader is None:
         raise SsmlError(f"<say-as interpret-as={interpret_as!r}> is not one of {', '.join(_READERS)}")
     written = " ".join(content.split())
+    quoted = repr(written if len(written) <= _QUOTED else written[:_QUOTED] + "…")
+    if interpret_as in _QUANTITIES:
+        # NOTE: such a number would be read digit by digit, which is what interpret-as="digits"
+        # asks for; a quantity of a thousand digits said so is minutes of speech from one element.
+        whole = _DIGIT_RUN.search(written.replace(",", ""))  # the whole part: decimals come after it
+        if whole is not None and len(whole[0]) > LONGEST_SAID:
+            raise SsmlError(f"<say-as interpret-as={interpret_as!r}> cannot read {quoted}: a number of "
+                            f"{len(whole[0])} digits has no name as a quantity (at most {LONGEST_SAID}); "
+                            "say it as digits")
     said = reader(written, format, detail) if written else None
     if said is None:
-        raise SsmlError(f"<say-as interpret-as={interpret_as!r}> cannot read {written!r} as {interpret_as}")
+        raise SsmlError(f"<say-as interpret-as={interpret_as!r}> cannot read {quoted} as {interpret_as}")
     return said
 
 

@@ -202,6 +202,11 @@ def test_phoneme_refusals(attributes, named):
     ("currency", "", "20 EUR", "twenty euros"),
     ("currency", 'format="GBP"', "2.01", "two pounds and one penny"),
     ("currency", 'detail="usd"', "1", "one US dollar"),
+    # The whole part is bounded, not the decimals (said digit by digit as any decimals are).
+    ("cardinal", "", "999,999,999,999,999.25", "nine hundred ninety-nine trillion nine hundred ninety-nine billion "
+     "nine hundred ninety-nine million nine hundred ninety-nine thousand nine hundred ninety-nine point two five"),
+    ("cardinal", "", "0.12345678901234567", "zero point one two three four five six seven eight nine zero one two "
+     "three four five six seven"),
 ])
 def test_say_as(interpret_as, extra, content, said):
     body = f'On <say-as interpret-as="{interpret_as}" {extra}>{escape(content)}</say-as> now'
@@ -228,6 +233,11 @@ def test_say_as(interpret_as, extra, content, said):
     ("currency", "", "XYZ 3", "has currency 'XYZ'; known: USD"),
     ("currency", "", "$3 USD", "cannot read '$3 USD' as currency"),
     ("color", "", "red", "interpret-as='color'> is not one of characters"),
+    # A quantity of 1,001 digits was read digit by digit: 385 s of speech from one element.
+    ("cardinal", "", "1" + "0" * 1000, "a number of 1001 digits has no name as a quantity (at most 15)"),
+    ("number", "", "1,000,000,000,000,000", "a number of 16 digits has no name"),
+    ("ordinal", "", "1" + "0" * 20 + "th", "a number of 21 digits"),
+    ("currency", "", "$" + "9" * 16, "a number of 16 digits"),
 ])
 def test_say_as_refusals(interpret_as, extra, content, named):
     assert named in refusal(f'<speak><say-as interpret-as="{interpret_as}" {extra}>{content}</say-as></speak>')

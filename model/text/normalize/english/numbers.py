@@ -25,7 +25,7 @@ _YEAR = re.compile(YEAR)
 _NUMERIC_START = frozenset("0123456789-−")
 _DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # num2words raises beyond ~10^27; past a trillion trillion nobody says the number anyway.
-_LONGEST_SAID = 15
+LONGEST_SAID = 15
 # Words after which a four-digit number is a year ("in 1999"), not a count ("1999 people").
 _YEAR_CUES = frozenset("in since of by from until till to year before after around circa during early late mid".split())
 _FRACTION_NAMES = {2: ("half", "halves"), 4: ("quarter", "quarters")}
@@ -43,13 +43,13 @@ def digits(text: str) -> str:
 
 
 def cardinal(n: int) -> str:
-    if len(str(abs(n))) > _LONGEST_SAID:
+    if len(str(abs(n))) > LONGEST_SAID:
         return ("minus " if n < 0 else "") + digits(str(n))
     return _plain(num2words(n))
 
 
 def ordinal(n: int) -> str:
-    return digits(str(n)) if len(str(n)) > _LONGEST_SAID else _plain(num2words(n, to="ordinal"))
+    return digits(str(n)) if len(str(n)) > LONGEST_SAID else _plain(num2words(n, to="ordinal"))
 
 
 def year(n: int) -> str:
