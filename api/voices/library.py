@@ -79,6 +79,13 @@ class VoiceLibrary:
     def __len__(self) -> int:
         return len(self._voices)
 
+    async def load_encoders(self) -> None:
+        """Loads the model's encoders now, on a pool thread, when it clones: a server that keeps
+        a library of a model that clones is there to make voices, and loading them at the first
+        upload (torch reading weights under the GIL) would hold up every stream then running."""
+        if self.frontend.clones and self._decoders is not None:
+            await self._run(self.frontend.voice_cloner)
+
     def voices(self, owner: str | None) -> list[StoredVoice]:
         """The owner's voices, oldest first."""
         return sorted((v for v in self._voices.values() if v.owner == owner), key=lambda v: (v.created_at, v.id))
@@ -121,8 +128,7 @@ class VoiceLibrary:
         try:
             fields = dict(id=f"voice_{secrets.token_hex(12)}", name=name, owner=owner, model=self.frontend.model_name,
                           created_at=int(time.time()), language=language, description=description, consent=consent)
-            # The encoders load on their first use, on a pool thread like their runs.
-            cloner = await self._run(self.frontend.voice_cloner)
+            cloner = await self._run(self.frontend.voice_cloner)  # loaded already (load_encoders)
             clip = await self._decoders.prepare(audio, cloner.sample_rate, min_seconds=self.limits.min_clip_seconds,
                                                 max_seconds=self.limits.max_clip_seconds)
             voice = await self._run(self._make, fields, cloner, clip, transcript)
