@@ -51,10 +51,10 @@ class BodySizeLimitMiddleware:
     """Invariant: no handler sees a body over `max_bytes` (or, for a multipart/form-data body,
     its route's own limit in `upload_limits`), or one that took over `timeout_seconds` to
     arrive, or a JSON body that is not UTF-8 JSON nesting at most MAX_JSON_DEPTH levels
-    (api/http/json_limits.py: Python's parser meets a deep one with RecursionError, a 500). A declared Content-Length over the limit is refused unread;
-    any other body is read (at most the limit + one message) before the app runs and replayed
-    to it, so a chunked body is refused with 413 as well; a client that stalls mid-body is
-    answered 408 and let go."""
+    (api/http/json_limits.py: Python's parser meets a deep one with RecursionError, a 500). A
+    declared Content-Length over the limit is refused unread; any other body is read (at most
+    the limit + one message) before the app runs and replayed to it, so a chunked body is
+    refused with 413 as well; a client that stalls mid-body is answered 408 and let go."""
 
     def __init__(self, app: ASGIApp, max_bytes: int, timeout_seconds: float = 30.0,
                  upload_limits: Mapping[tuple[str, str], int] | None = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from python_multipart.exceptions import FormParserError
@@ -101,9 +102,10 @@ class _FormCollector:
         return bytes(raw).decode(self.charset, errors="replace")
 
 
-def parse_multipart(content_type: str, body: bytes) -> FormData:
-    """The form a multipart/form-data `body` holds (`content_type` is its header, with the
-    boundary). Raises FormRefused."""
+def parse_multipart(content_type: str, body: Iterable[bytes]) -> FormData:
+    """The form a multipart/form-data body holds, given as the pieces it arrived in (never
+    joined: the parser reads each in turn); `content_type` is its header, with the boundary.
+    Raises FormRefused."""
     media_type, params = parse_options_header(content_type)
     if media_type != b"multipart/form-data":
         raise FormRefused("the body must be multipart/form-data")
@@ -113,7 +115,8 @@ def parse_multipart(content_type: str, body: bytes) -> FormData:
     collector = _FormCollector(_charset(params.get(b"charset")))
     parser = MultipartParser(boundary, collector.callbacks())
     try:
-        parser.write(body)
+        for piece in body:
+            parser.write(piece)
         parser.finalize()
     except FormParserError as exc:
         raise FormRefused(f"the multipart body is malformed: {exc}") from None

@@ -44,9 +44,9 @@ class ParsedBodyRequest(Request):
     async def form(self, **_limits: Any) -> FormData:  # type: ignore[override]
         # NOTE: FastAPI passes Starlette's limits on files, fields and part size; the form's own
         # bounds (api/http/multipart_form.py) and the route's body limit stand in for them.
-        body = await self.body()
+        pieces = [piece async for piece in self.stream()]  # as they came: a body of megabytes is never joined
         try:
-            return await asyncio.to_thread(parse_multipart, self.headers.get("content-type", ""), body)
+            return await asyncio.to_thread(parse_multipart, self.headers.get("content-type", ""), pieces)
         except FormRefused as exc:
             raise HTTPException(400, f"The request body is not a form this route reads: {exc}") from None
 

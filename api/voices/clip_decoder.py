@@ -4,10 +4,11 @@ runs away with their memory or CPU, costs that upload and nothing else.
 
 Vocabulary: a *decoder* is one such process; it takes one job (an upload) and exits; a *spare*
 is a decoder started ahead of its job, so that an upload does not wait for Python and PyAV to
-import (only one that comes while all the others are being decoded may). A decoder *fails* a job when it dies without an answer (a signal, a non-zero exit: cause
-`crashed`, or `memory` / `cpu` when its limits ended it), takes longer than the timeout
-(`timeout`), or answers something that is not an answer (`protocol`); the job is then refused
-as a ClipRejected("decoder_failed").
+import (only one that comes while all the others are being decoded may). A decoder *fails* a
+job when it dies without an answer (a signal, a non-zero exit: cause `crashed`, or `memory` /
+`cpu` when its limits ended it), takes longer than the timeout (`timeout`), or answers
+something that is not an answer (`protocol`); the job is then refused as a
+ClipRejected("decoder_failed").
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import numpy as np
 from prometheus_client import Counter
 
 from api.voices.clip import REFUSALS, Clip, ClipRejected
-from api.voices.clip_worker import EXIT_OUT_OF_MEMORY, LENGTH, encode_message
+from api.voices.clip_worker import EXIT_OUT_OF_MEMORY, LENGTH, message_head
 
 logger = logging.getLogger("chorus.api.voices")
 # An answer's header is a few dozen bytes; a refusal's message, a sentence.
@@ -80,8 +81,10 @@ class ClipDecoders:
     async def prepare(self, data: bytes, sample_rate: int, *, min_seconds: float, max_seconds: float) -> Clip:
         """`api.voices.clip.prepare_clip` of the upload, run in a decoder. Raises ClipRejected,
         with reason "decoder_failed" when the decoder failed."""
-        job = encode_message({"sample_rate": sample_rate, "min_seconds": min_seconds, "max_seconds": max_seconds},
-                             data)
+        # NOTE: head and upload go to the pipe apart: one message of megabytes would be another
+        # copy of the upload, made on the event loop.
+        job = (message_head({"sample_rate": sample_rate, "min_seconds": min_seconds, "max_seconds": max_seconds},
+                            len(data)), data)
         async with self._slots:
             if self._closed:
                 raise RuntimeError("the clip decoders are closed")
@@ -137,11 +140,13 @@ class ClipDecoders:
                 else:
                     self._spares.append(spare)
 
-    async def _exchange(self, process: asyncio.subprocess.Process, job: bytes, sample_rate: int,
+    async def _exchange(self, process: asyncio.subprocess.Process, job: tuple[bytes, bytes], sample_rate: int,
                         max_seconds: float) -> tuple[dict, bytes]:
-        """Sends the job and reads the answer; the decoder has exited 0 when this returns."""
+        """Sends the job (its message's head, then the upload) and reads the answer; the decoder
+        has exited 0 when this returns."""
         try:
-            process.stdin.write(job)
+            for part in job:  # (not writelines: it joins them)
+                process.stdin.write(part)
             await process.stdin.drain()
             process.stdin.close()
         except (BrokenPipeError, ConnectionResetError):

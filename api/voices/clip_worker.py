@@ -4,7 +4,8 @@ Started by api/voices/clip_decoder.py as `python -m api.voices.clip_worker --mem
 
 Before it reads a byte of input it limits itself: M MiB of address space (RLIMIT_AS), S CPU
 seconds for its job beyond what starting took, rounded up to a whole second (RLIMIT_CPU: SIGXCPU
-then ends it), no core dumps, no files written, a few file descriptors. Then it reads one job on stdin and answers on stdout.
+then ends it), no core dumps, no files written, a few file descriptors. Then it reads one job on
+stdin and answers on stdout.
 
 The framing, both ways: a message is a 4-byte big-endian length n, n bytes of UTF-8 JSON (its
 header), a 4-byte big-endian length m, m bytes of payload.
@@ -33,9 +34,14 @@ EXIT_OUT_OF_MEMORY = 3
 MAX_OPEN_FILES = 16
 
 
-def encode_message(header: dict, payload: bytes = b"") -> bytes:
+def message_head(header: dict, payload_size: int) -> bytes:
+    """A message up to its payload: what comes before the payload's bytes."""
     body = json.dumps(header).encode()
-    return LENGTH.pack(len(body)) + body + LENGTH.pack(len(payload)) + payload
+    return LENGTH.pack(len(body)) + body + LENGTH.pack(payload_size)
+
+
+def encode_message(header: dict, payload: bytes = b"") -> bytes:
+    return message_head(header, len(payload)) + payload
 
 
 def read_message(stream: BinaryIO) -> tuple[dict, bytes]:

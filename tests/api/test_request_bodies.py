@@ -178,9 +178,10 @@ def form_body(*parts: tuple[str, str | bytes, str | None]) -> bytes:
     return out.getvalue()
 
 
-def test_a_form_is_parsed_with_its_fields_and_files():
-    form = parse_multipart("multipart/form-data; boundary=b",
-                           form_body(("name", "Ann", None), ("audio", b"\x00RIFF" * 1000, "clip.wav")))
+@pytest.mark.parametrize("piece", [10**6, 7, 1])
+def test_a_form_is_parsed_with_its_fields_and_files_from_its_pieces(piece):
+    body = form_body(("name", "Ann", None), ("audio", b"\x00RIFF" * 1000, "clip.wav"))
+    form = parse_multipart("multipart/form-data; boundary=b", [body[i:i + piece] for i in range(0, len(body), piece)])
     assert form["name"] == "Ann"
     assert form["audio"].filename == "clip.wav" and form["audio"].file.read() == b"\x00RIFF" * 1000
 
@@ -195,7 +196,7 @@ def test_a_form_is_parsed_with_its_fields_and_files():
 ])
 def test_a_form_this_server_does_not_read_is_refused(content_type, body, why):
     with pytest.raises(FormRefused, match=why):
-        parse_multipart(content_type, body)
+        parse_multipart(content_type, [body])
 
 
 def test_a_refused_form_is_a_400_naming_why():
