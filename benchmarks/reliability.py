@@ -15,6 +15,11 @@ clients find it:
   each process's RSS slope (MB a minute) after the first third;
 - drain: SIGTERM with an SSE and a chunked stream in flight: whether both complete, the exit
   code and how long the drain took;
+- hostile surfaces (issue 51, benchmarks/hostile_surfaces.py): voice uploads of 8, 12 and 255
+  channels and a 7.1 FLAC, a 15.7 MiB JSON body and 40 held 15 MiB uploads without a key (and 40
+  with one), a 250-symbol phoneme run, a respelling that expands 300-fold on every route and the
+  socket, and 1,001-digit `say-as` cardinals, each with a normal stream beside it (`--quick`: the
+  first upload, the JSON body, the respelling and one cardinal);
 - hostile (issue 34, on a server of its own with small socket timeouts): the largest input each
   route takes (benchmarks/hostile.py: four of 4,096 characters; on the speak socket, one turn of
   them), one at a time on an idle server, each read for at most `--hostile-read-seconds` after
@@ -44,6 +49,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks import hostile_surfaces
 from benchmarks.hostile import (IDLE_WAIT_S, ROUTES, HealthProbe, RestartingServer, RssSampler, alone, failed,
                                 idle_socket, largest_inputs, malformed_requests, never_reading_socket, read_speech,
                                 rss_mb, speak_script, speech, ws_url)
@@ -54,7 +60,8 @@ from evaluation import eval_sentences
 
 # The smoke test's run: every phase and every case, each as short as still shows its behaviour
 # (the RSS given back is then measured 1 s after a case, not the target's 5 s).
-QUICK = {"storm_requests": 50, "soak_seconds": 20.0, "hostile_read_seconds": 2.0, "hostile_after_seconds": 1.0}
+QUICK = {"storm_requests": 50, "soak_seconds": 20.0, "hostile_read_seconds": 2.0, "hostile_after_seconds": 1.0,
+         "surfaces": ["upload: 8-channel", "15.7 MiB JSON", "said in 299 characters (OpenAI)", "1,057 characters"]}
 # The reliability issue's targets.
 TTFA_AFTER_STORM_RATIO, RSS_AFTER_STORM_RATIO = 2.0, 1.10
 TOLD_AFTER_KILL_S, READY_AFTER_KILL_S, RSS_SLOPE_MB_PER_MIN = 1.0, 30.0, 0.5
@@ -370,7 +377,16 @@ def targets(report: dict) -> list[dict]:
         {"target": "SIGTERM: SSE and chunked streams complete, exit 0", "measured": d["exit_code"],
          "met": d["sse"] == "complete" and d["chunked"] == "complete" and d["exit_code"] == 0},
         *hostile_targets(report["hostile"]),
+        *surface_targets(report["hostile_surfaces"]),
     ]
+
+
+def surface_targets(records: list[dict]) -> list[dict]:
+    """Issue 51's targets, one row per attack: answered within 1 s (a 4xx, or audio), the API
+    process within +300 MB and back within 10 %, /health p99 within 100 ms, the normal stream
+    beside it within 2x its idle first audio, no API process death (hostile_surfaces.met)."""
+    return [{"target": f"hostile surface: {r['attack']}: within every bound", "measured": r["answered_s"],
+             "met": hostile_surfaces.met(r)} for r in records]
 
 
 def _ms(seconds: float | None) -> str:
@@ -440,6 +456,8 @@ def write_results(report: dict, command: str, started: datetime, out: Path) -> d
              f"| SIGTERM with 2 streams in flight | 2 | – | SSE {d['sse']}, chunked {d['chunked']}; exit "
              f"{d['exit_code']} after {d['exit_s']:.1f} s |",
              *hostile_rows(report["hostile"]), "", *hostile_case_table(report["hostile"]["alone"]),
+             "", "Hostile surfaces (issue 51), each attack alone with a normal stream beside it:", "",
+             *hostile_surfaces.table(report["hostile_surfaces"]),
              "", "| target | measured | met |", "| --- | ---: | :---: |"]
     for t in report["targets"]:
         measured = "–" if t["measured"] is None else f"{t['measured']:.3g}"
@@ -462,6 +480,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="how long after each hostile input the API process's RSS is read again")
     parser.add_argument("--hostile-rss-ceiling-mb", type=float, default=2000.0,
                         help="stop the server when a hostile case grows its API process by more than this")
+    parser.add_argument("--surfaces", nargs="+", default=None,
+                        help="only the hostile-surface attacks whose name holds one of these (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
                         help="50 abandoned requests, a 20 s soak, hostile inputs read 2 s: the smoke test")
@@ -485,6 +505,9 @@ def main(argv: list[str] | None = None) -> dict:
     with chorus_server(args.model, free_port(), flags) as server:
         print("drain ...", file=sys.stderr)
         report["drain"] = drain(server)
+    print("hostile surfaces ...", file=sys.stderr)
+    report["hostile_surfaces"] = hostile_surfaces.run(args.model, None, args.hostile_read_seconds,
+                                                      args.hostile_after_seconds, args.surfaces)
     with RestartingServer(args.model, HOSTILE_FLAGS + flags) as servers:  # later flags win
         print("hostile ...", file=sys.stderr)
         report["hostile"] = hostile(servers, args)

@@ -74,6 +74,12 @@ class ServerProcess:
         pids = re.findall(r"api process started: pid (\d+)", self.log_tail(100_000))
         return int(pids[-1]) if pids else self.pid
 
+    @property
+    def exited(self) -> bool:
+        """Whether the process started has exited (for `chorus serve`: its supervisor, or an
+        unsupervised server whose API process died)."""
+        return self._process.poll() is not None
+
     def signal(self, signum: int) -> None:
         """Sends `signum` to the process started alone (its children get what it passes on)."""
         self._process.send_signal(signum)
@@ -156,8 +162,10 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def chorus_server(model: str, port: int, flags: Sequence[str] = ()) -> ServerProcess:
-    """`chorus serve` of this checkout (not whatever `chorus` is installed), defaults otherwise
-    unless `flags` (more `chorus serve` flags, for A/B runs) say so."""
-    command = [sys.executable, "-m", "api.cli", "serve", "--host", HOST, "--port", str(port), "--model", model, *flags]
-    return ServerProcess("chorus", command, port, "/ready")
+def chorus_server(model: str, port: int, flags: Sequence[str] = (), checkout: Path | None = None) -> ServerProcess:
+    """`chorus serve` of this checkout (not whatever `chorus` is installed), or of another one
+    with its own `.venv` (`checkout`, for before/after runs), defaults otherwise unless `flags`
+    (more `chorus serve` flags, for A/B runs) say so."""
+    python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
+    command = [python, "-m", "api.cli", "serve", "--host", HOST, "--port", str(port), "--model", model, *flags]
+    return ServerProcess("chorus", command, port, "/ready", cwd=checkout or REPO_ROOT)

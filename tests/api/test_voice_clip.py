@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.voices.clip import MAX_CHANNELS, ClipRejected, decode_clip, prepare_clip, trim_silence
-from tests.api.voice_clips import EIGHT_CHANNEL_FORMATS, MANY_CHANNEL_FORMATS, channels_of, encoded, wav_of
-
+from benchmarks.hostile_media import channels_of, encoded, wav_of
+from tests.api.voice_clips import EIGHT_CHANNEL_FORMATS, MANY_CHANNEL_FORMATS
 SOURCE_RATE = 48000  # the files' rate
 RATE = 24000  # the rate asked of the clip code
 # The utterance: 0.5 s silence, 1 s voiced, a 0.4 s pause, 1 s voiced, 0.5 s silence.

@@ -20,8 +20,8 @@ from api.config.settings import ApiSettings
 from api.http.metrics import CLIP_DECODER_FAILURES, ApiMetrics
 from api.voices.clip import ClipRejected
 from api.voices.clip_decoder import ClipDecoders
-from tests.api.voice_clips import (CUSTOM_ORDER_7_1, EIGHT_CHANNEL_FORMATS, MANY_CHANNEL_FORMATS, channels_of,
-                                   encoded, wav_of)
+from benchmarks.hostile_media import channels_of, encoded, wav_of
+from tests.api.voice_clips import CUSTOM_ORDER_7_1, EIGHT_CHANNEL_FORMATS, MANY_CHANNEL_FORMATS
 
 RATE = 24000
 SOURCE_RATE = 48000

@@ -14,9 +14,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.hostile_media import channels_of, encoded, wav_of
 from benchmarks.server_process import ServerProcess, free_port
 from tests.api.conftest import speech_body
-from tests.api.voice_clips import BASE, CUSTOM_ORDER_7_1, GOLDEN, channels_of, encoded, wav_bytes, wav_of
+from tests.api.voice_clips import BASE, CUSTOM_ORDER_7_1, GOLDEN, wav_bytes
 
 VOICES = "/v1/audio/voices"
 LONG = " ".join(f"Sentence number {i} keeps this speech going for a good while longer." for i in range(40))

@@ -1,6 +1,6 @@
 """`python -m benchmarks.reliability --quick` end to end against `chorus serve --model joe`: a
-storm of abandoned requests, a killed core, a short soak, a drain and the hostile inputs, with
-every figure written."""
+storm of abandoned requests, a killed core, a short soak, a drain, four of issue 51's attacks on
+the new surfaces and the hostile inputs, with every figure written."""
 from __future__ import annotations
 
 import json
@@ -41,3 +41,12 @@ def test_quick_reliability_run(tmp_path, chorus_cache):
     assert max(r["rss_growth_mb"] for r in hostile["alone"]) < 300  # measured 66 MB
     assert hostile["together"]["health"]["failures"] == 0 and hostile["together"]["health"]["p99_ms"] < 1000
     assert None not in (hostile["held_sockets"]["never_reading_let_go_s"], hostile["held_sockets"]["idle_closed_s"])
+    # Issue 51's attacks (the quick run's four): answered at once, as the client's fault where they
+    # are, and no API process died; the exact figures are the benchmark's.
+    surfaces = {r["attack"]: r for r in report["hostile_surfaces"]}
+    assert [name.split(":")[0] for name in surfaces] == ["upload", "15.7 MiB JSON to the upload route, no key",
+                                                         "'a ' x 2000, 'a' said in 299 characters (OpenAI)",
+                                                         "say-as cardinal 10^1000, 1,057 characters"]
+    assert [r["outcome"] for r in surfaces.values()] == ["201", "401", "400", "400"]
+    assert all(r["answered_s"] < 5 and not r["api_died"] and r["ttfa_s"] is not None for r in surfaces.values())
+    assert "| upload: 8-channel WAV | 201 |" in markdown
