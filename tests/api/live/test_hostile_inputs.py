@@ -1,6 +1,7 @@
-"""Hostile inputs on every route (issue 34, "No single request can take the server down"): any
-input gets audio or a 4xx in its route's own error shape (the speak socket: Warning / Error
-messages, or a close that says why), never a 5xx or a connection dropped without an answer;
+"""Hostile inputs on every route (issue 34, "No single request can take the server down"; issue
+51's pronunciations, `say-as` and phoneme runs): any input gets audio or a 4xx in its route's
+own error shape (the speak socket: Warning / Error messages, or a close that says why), never a
+5xx or a connection dropped without an answer;
 /health keeps answering meanwhile; and a normal request is served right after. (The largest
 inputs joe's front end can be given, and the API process's growth with each: the reliability
 benchmark's smoke test.)
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from contextlib import contextmanager
+from html import escape
 from typing import Iterator
 from urllib.parse import quote, quote_from_bytes
 
@@ -24,8 +26,8 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from api.openai.schemas import MAX_INPUT_CHARS
-from benchmarks.hostile import (HealthProbe, SocketOutcome, SpeechRead, idle_socket, largest_inputs, nested_json,
-                                read_speech, speak_script, speak_session, ws_url)
+from benchmarks.hostile import (SPEAK_MESSAGE_CHARS, HealthProbe, SocketOutcome, SpeechRead, idle_socket,
+                                largest_inputs, nested_json, read_speech, speak_script, speak_session, ws_url)
 from capacity.overrun import nearest_rank
 from tests.api.conftest import speech_body, start_server
 
@@ -168,6 +170,101 @@ def test_any_input_text_is_audio_or_a_400_in_openai_shape(hostile_server):
         with health.during(hostile_server):
             answer = post(hostile_server, "/v1/audio/speech", body, {"content-type": "application/json"})
         assert_answered(answer, assert_openai_shape, literal)
+        assert_served(hostile_server)
+
+    case()
+    health.assert_responsive()
+
+
+# --- pronunciations, SSML's say-as, phonemes written inline (issue 51) -------------------------
+
+# Words an entry may name, and what may stand in their place: within and past the entry's limits
+# (100 / 200 / 300 characters), brackets, phoneme runs, controls, other scripts; and texts made of
+# those words, repeated up to the input limit, so that every entry applies thousands of times.
+LEXICON_WORD = st.one_of(st.sampled_from(["a", "I", "US", "New York", "1", "x-ray", "é", "中", "[[", "a b c"]),
+                         st.text(st.characters(categories=["L", "N", "P", "Zs"]), min_size=0, max_size=120))
+REPLACEMENT = st.one_of(st.text(min_size=0, max_size=320), st.sampled_from(["x" * 300, "x" * 301, "ə" * 200,
+                                                                             "[[ a ]]", "<speak>", "\x00", " "]))
+ENTRY = st.one_of(
+    st.builds(lambda w, r: {"word": w, "say_as": r}, LEXICON_WORD, REPLACEMENT),
+    st.builds(lambda w, r: {"word": w, "phonemes": r}, LEXICON_WORD, REPLACEMENT),
+    st.builds(lambda w, a, b: {"word": w, "phonemes": a, "say_as": b}, LEXICON_WORD, REPLACEMENT, REPLACEMENT),
+    st.sampled_from([{}, {"word": 5}, {"word": "a", "say_as": None}, {"say_as": "x"}, "a", None, []]),
+)
+ENTRIES = st.lists(ENTRY, max_size=8)
+
+
+def _text_of(entries: list, repeats: int) -> str:
+    words = [entry["word"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("word"), str)]
+    return ((" ".join(words) or "a") + " ") * repeats
+
+
+PRONOUNCED = st.tuples(ENTRIES, st.integers(1, 2048)).map(lambda pair: (pair[0], _text_of(*pair)[:MAX_INPUT_CHARS]))
+SAY_AS_KINDS = ["cardinal", "number", "ordinal", "characters", "spell-out", "verbatim", "digits", "telephone", "date",
+                "time", "currency", "color", ""]
+SAY_AS_CONTENT = st.one_of(
+    st.integers(1, 1100).map(lambda n: "1" + "0" * (n - 1)),  # quantities past any name
+    st.sampled_from(["12/3/2026", "2/30/2026", "3:45 pm", "25:00", "$3.50", "XYZ 3", "+1 (800) 555-1234", "3rd",
+                     "1,000,000.5", "-7", "abc", "", "１２", "٣", "1" * 4000]),
+    st.text(max_size=200),
+)
+SAY_AS = st.lists(st.tuples(st.sampled_from(SAY_AS_KINDS), SAY_AS_CONTENT,
+                            st.sampled_from(["", ' format="dmy"', ' format="hms24"', ' format="GBP"', ' format="x"'])),
+                  min_size=1, max_size=4)
+PHONEME_RUNS = st.one_of(
+    st.tuples(st.sampled_from(["ə", "ˈə", "a ", "ə ", "[[", "]]", "x", " "]), st.integers(1, 1000)).map(
+        lambda pair: "[[ " + pair[0] * pair[1] + " ]]"),
+    st.text(st.sampled_from("[] əˈa.!"), max_size=500),
+)
+
+
+def ssml_of(elements: list[tuple[str, str, str]]) -> str:
+    said = " ".join(f'<say-as interpret-as="{kind}"{extra}>{escape(content)}</say-as> and'
+                    for kind, content, extra in elements)
+    return f"<speak>{said} so on.</speak>"[:MAX_INPUT_CHARS]
+
+
+def test_any_pronunciations_are_audio_or_a_400_on_every_route(hostile_server):
+    """Entries of every shape, applied to a text of their own words repeated: the expansions the
+    issue found (85,000 words from one request) are refused by the spoken budget, at once."""
+    health = HealthRecord()
+
+    @bounded(max_examples=25)
+    @example(([{"word": "a", "say_as": ("and so on " * 30)[:299]}], "a " * 2000))
+    @example(([{"word": "a", "say_as": "x" * 300}, {"word": "b", "phonemes": "ə" * 200}], "a b " * 1000))
+    @given(PRONOUNCED)
+    def case(pronounced) -> None:
+        entries, text = pronounced
+        with health.during(hostile_server):
+            openai = post(hostile_server, "/v1/audio/speech", json.dumps(speech_body(input=text, pronunciations=entries)),
+                          {"content-type": "application/json"})
+            deepgram = post(hostile_server, "/v1/speak", json.dumps({"text": text, "pronunciations": entries}),
+                            {"content-type": "application/json"})
+            socket = asyncio.run(speak_session(ws_url(hostile_server.url), [
+                {"type": "Speak", "text": text[:SPEAK_MESSAGE_CHARS], "pronunciations": entries}, {"type": "Flush"}],
+                SOCKET_WAIT_S))
+        assert_answered(openai, assert_openai_shape, entries)
+        assert_answered(deepgram, assert_deepgram_shape, entries)
+        assert_socket_answered(socket, entries)
+        assert_served(hostile_server)
+
+    case()
+    health.assert_responsive()
+
+
+def test_any_say_as_and_phoneme_runs_are_audio_or_a_400(hostile_server):
+    health = HealthRecord()
+
+    @bounded(max_examples=25)
+    @example(ssml_of([("cardinal", "1" + "0" * 1000, "")]))
+    @example(ssml_of([("digits", "1" * 1000, "")] * 3))
+    @example("[[ " + "ə" * 250 + " ]]")
+    @given(st.one_of(SAY_AS.map(ssml_of), PHONEME_RUNS))
+    def case(text: str) -> None:
+        with health.during(hostile_server):
+            answer = post(hostile_server, "/v1/audio/speech", json.dumps(speech_body(input=text)),
+                          {"content-type": "application/json"})
+        assert_answered(answer, assert_openai_shape, text)
         assert_served(hostile_server)
 
     case()
