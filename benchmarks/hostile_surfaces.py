@@ -3,7 +3,9 @@
 normal stream beside it:
 
     python -m benchmarks.hostile_surfaces                      # this checkout
-    python -m benchmarks.hostile_surfaces --checkout /tmp/old  # another one (its own .venv), for before/after
+    python -m benchmarks.hostile_surfaces --checkout /tmp/old --label before   # another one, with its own .venv
+
+Results: `results/hostile-surfaces[-label]-<date>.{json,md}`.
 
 Each attack is answered (an HTTP status line, a socket's first message, or first audio) or not
 within `--read-seconds`; meanwhile /health is probed every 20 ms, the API process's RSS is sampled
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -33,7 +37,9 @@ import httpx
 from benchmarks.hostile import (HealthProbe, RssSampler, read_speech, rss_mb, socket_status, speak_session, speech,
                                 ws_url)
 from benchmarks.hostile_media import channels_of, encoded, wav_of
+from benchmarks.report import machine_line, write_report_json
 from benchmarks.server_process import HOST, ServerProcess, chorus_server, free_port
+from benchmarks.throughput import machine_info
 from evaluation import eval_sentences
 
 UPLOAD_MODEL = "tiny-random-qwen3-base"
@@ -318,13 +324,29 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--read-seconds", type=float, default=10.0)
     parser.add_argument("--after-seconds", type=float, default=5.0)
     parser.add_argument("--only", nargs="+", default=None, help="only the attacks whose name holds one of these")
-    parser.add_argument("--out", type=Path, default=None, help="also write the records here, as JSON")
+    parser.add_argument("--label", default="", help="added to the result files' names (e.g. before, after)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
+    command = "python -m benchmarks.hostile_surfaces " + " ".join(argv if argv is not None else sys.argv[1:])
+    started = datetime.now(timezone.utc)
+    load_before = os.getloadavg()
     records = run(args.model, args.checkout, args.read_seconds, args.after_seconds, args.only)
-    print("\n".join(table(records)))
-    if args.out is not None:
-        args.out.write_text(json.dumps(records, indent=1))
+    served = "this checkout" if args.checkout is None else f"the checkout {args.checkout} at {_commit(args.checkout)}"
+    machine = machine_info() | {"load_average": load_before, "load_average_after": os.getloadavg()}
+    report = {"date": started.isoformat(timespec="seconds"), "command": command.strip(), "served": served,
+              "machine": machine, "attacks": records}
+    name = "hostile-surfaces" + (f"-{args.label}" if args.label else "")
+    paths = write_report_json(args.out, name, started, report)
+    lines = [f"# Hostile surfaces, {report['date']}", "", f"`{command.strip()}`", "",
+             machine_line(machine, f"serving {served}"), "", *table(records)]
+    paths["markdown"].write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
     return records
+
+
+def _commit(checkout: Path) -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=checkout)
+    return done.stdout.strip() or "an unknown commit"
 
 
 if __name__ == "__main__":

@@ -75,9 +75,8 @@ class SpeechSegments:
     text is prepared at most about twice its number of segments; a piece that cannot be cut (a
     single character, a phoneme run) is prepared once more under the later segments' limit if it
     was a first segment, and over that raises UncuttableText); pieces with nothing to speak are
-    dropped, and if every piece is, the first
-    `next` raises NothingToSpeak; at most one segment is prepared ahead of those handed out;
-    `close` cancels every preparation still pending.
+    dropped, and if every piece is, the first `next` raises NothingToSpeak; at most one segment
+    is prepared ahead of those handed out; `close` cancels every preparation still pending.
 
     A live speech (`complete=False`: text still arriving, e.g. over the speak WebSocket) gets
     its texts through `extend` and ends with `finish`; until then `next` waits for more.

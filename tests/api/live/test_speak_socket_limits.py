@@ -234,7 +234,7 @@ def test_a_megabyte_speak_does_not_hold_the_event_loop(chorus_cache):
     thread, while /health answers within a second throughout (before, cutting it took minutes on
     the loop), and a short message stays on the loop; the session is then cleared and speaks on."""
     big = dict(socket_max_message_bytes=2 * 1024 * 1024, socket_max_speak_chars=1_100_000,
-               socket_max_turn_chars=1_100_000)
+               socket_max_turn_chars=1_100_000, max_spoken_chars=1_100_000, max_speech_seconds=1e6)
     with start_server(api_key=None, settings={**FAST_SETTINGS, **big}) as live, where_messages_are_handled() as calls:
         latencies: list[float] = []
         done = threading.Event()
