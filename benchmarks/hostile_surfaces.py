@@ -2,16 +2,17 @@
 `say-as` and phonemes written inline, one at a time against a server started here, each with a
 normal stream beside it:
 
-    python -m benchmarks.hostile_surfaces                      # this checkout
-    python -m benchmarks.hostile_surfaces --checkout /tmp/old --label before   # another one, with its own .venv
+    python -m benchmarks.hostile_surfaces                                     # this checkout
+    python -m benchmarks.hostile_surfaces --checkout /tmp/old --label before  # another, its own .venv
 
 Results: `results/hostile-surfaces[-label]-<date>.{json,md}`.
 
 Each attack is answered (an HTTP status line, a socket's first message, or first audio) or not
-within `--read-seconds`; meanwhile /health is probed every 20 ms, the API process's RSS is sampled
-every 50 ms, and a normal request (an evaluation sentence) is sent 0.2 s in and read whole. After
-it: the API process's RSS `--after-seconds` later, and whether the API process died (a supervised
-server starts a new one; an unsupervised one is started again here for the next attack).
+within `--read-seconds`, with the answer a sound server gives (`Attack.expect`) or another;
+meanwhile /health is probed every 20 ms, the API process's RSS is sampled every 50 ms, and a
+normal request (an evaluation sentence) is sent 0.2 s in and read whole. After it: the API
+process's RSS `--after-seconds` later, and whether the API process died (a supervised server
+starts a new one; an unsupervised one is started again here for the next attack).
 
 The text attacks run on `--model` (joe: the voice that reads phonemes), without a key; the upload
 attacks on UPLOAD_MODEL (a model that clones voices) with `--api-key` KEY and a voice library.
@@ -59,9 +60,24 @@ Send = Callable[[str, float], Awaitable[tuple[str, float | None]]]
 
 @dataclass(frozen=True)
 class Attack:
+    """One of the issue's attacks. `expect` is what a sound server answers: "served" (a clip a
+    voice can be made of, a text it can say: 200 or 201) or "refused" (a 4xx for each request)."""
+
     name: str
     on: str  # "text" or "upload": which server
     send: Send
+    expect: str = "refused"
+
+
+def answered_as(outcome: str) -> str:
+    """What an outcome in a word or two was: "served", "refused" (every answer a 4xx, or a
+    socket's Error), or "other" (a drop, no answer, a 5xx)."""
+    if outcome.startswith(("200", "201", "audio")):
+        return "served"
+    codes = [part.split()[0] for part in outcome.split(", ")]
+    if outcome.startswith("Error") or all(code.isdigit() and 400 <= int(code) < 500 for code in codes):
+        return "refused"
+    return "other"
 
 
 # --- raw HTTP: bodies sent as slowly as an attacker likes, answers read as soon as they come --------
@@ -191,15 +207,15 @@ def attacks() -> list[Attack]:
         return wav_of(channels_of(channels, 2.0, 16000), 16000)
 
     return [
-        Attack("upload: 8-channel WAV", "upload", upload(wav(8), "c8.wav")),
+        Attack("upload: 8-channel WAV", "upload", upload(wav(8), "c8.wav"), "served"),
         Attack("upload: 12-channel WAV", "upload", upload(wav(12), "c12.wav")),
         Attack("upload: 255-channel WAV (15.6 MB)", "upload", upload(wav(255), "c255.wav")),
         Attack("upload: 7.1 FLAC", "upload", upload(encoded("flac", "flac", channels_of(8, 2.0, 24000), 24000),
-                                                    "c8.flac")),
+                                                    "c8.flac"), "served"),
         Attack("15.7 MiB JSON to the upload route, no key", "upload", json_without_key(15.7)),
         Attack("40 held 15 MiB uploads, no key", "upload", held_uploads(40, 15, None)),
         Attack("40 held 15 MiB uploads, with the key (slowest refusal)", "upload", held_uploads(40, 15, KEY)),
-        Attack("[[ ə x 250 ]] (OpenAI)", "text", spoken(speech("[[ " + "ə" * 250 + " ]]"))),
+        Attack("[[ ə x 250 ]] (OpenAI)", "text", spoken(speech("[[ " + "ə" * 250 + " ]]")), "served"),
         Attack("'a ' x 2000, 'a' said in 299 characters (OpenAI)", "text",
                spoken(speech("a " * 2000, pronunciations=RESPELLING))),
         Attack("the same (Deepgram REST)", "text", spoken({"text": "a " * 2000, "pronunciations": RESPELLING},
@@ -273,16 +289,18 @@ async def measure(servers: Servers, attack: Attack, read_s: float, after_s: floa
         outcome, answered = await hostile
     await asyncio.sleep(after_s)
     died = server.exited or server.api_pid != api_pid
-    return {"attack": attack.name, "outcome": outcome, "answered_s": answered, "rss_before_mb": rss.before_mb,
+    return {"attack": attack.name, "expect": attack.expect, "outcome": outcome, "answered_s": answered,
+            "answered_as": answered_as(outcome), "rss_before_mb": rss.before_mb,
             "rss_peak_mb": rss.peak_mb, "rss_after_mb": None if died else rss_mb(api_pid),
             "health": probe.summary(), "ttfa_idle_s": idle, "ttfa_s": normal,
             "ttfa_ratio": None if normal is None else normal / idle, "api_died": died}
 
 
 def met(record: dict) -> bool:
-    """Whether one attack met every target."""
+    """Whether one attack met every target, its answer the one expected among them."""
     after = record["rss_after_mb"]
-    return (record["answered_s"] is not None and record["answered_s"] <= ANSWER_S
+    return (record["answered_as"] == record["expect"]
+            and record["answered_s"] is not None and record["answered_s"] <= ANSWER_S
             and record["rss_peak_mb"] - record["rss_before_mb"] <= RSS_GROWTH_MB
             and after is not None and after <= RSS_AFTER_RATIO * record["rss_before_mb"]
             and record["health"]["p99_ms"] <= HEALTH_P99_MS and record["health"]["failures"] == 0
@@ -303,14 +321,15 @@ def run(model: str, checkout: Path | None, read_s: float, after_s: float,
 
 
 def table(records: list[dict]) -> list[str]:
-    lines = ["| attack | answer | answered | API RSS before → peak → after | /health p99 / max | normal TTFA "
-             "(vs idle) | API died | met |", "| --- | --- | ---: | --- | ---: | ---: | :---: | :---: |"]
+    lines = ["| attack | expected | answer | answered | API RSS before → peak → after | /health p99 / max | "
+             "normal TTFA (vs idle) | API died | met |",
+             "| --- | --- | --- | ---: | --- | ---: | ---: | :---: | :---: |"]
     for r in records:
         answered = "never" if r["answered_s"] is None else f"{1000 * r['answered_s']:.0f} ms"
         after = "–" if r["rss_after_mb"] is None else f"{r['rss_after_mb']:.0f}"
         ttfa = "failed" if r["ttfa_s"] is None else f"{1000 * r['ttfa_s']:.0f} ms ({r['ttfa_ratio']:.2f}x)"
         health = r["health"]
-        lines.append(f"| {r['attack']} | {r['outcome']} | {answered} | {r['rss_before_mb']:.0f} → "
+        lines.append(f"| {r['attack']} | {r['expect']} | {r['outcome']} | {answered} | {r['rss_before_mb']:.0f} → "
                      f"{r['rss_peak_mb']:.0f} → {after} MB | {health['p99_ms']:.0f} / {health['max_ms']:.0f} ms | "
                      f"{ttfa} | {'yes' if r['api_died'] else 'no'} | {'✓' if met(r) else '✗'} |")
     return lines

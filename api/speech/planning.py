@@ -51,7 +51,7 @@ class _Planned:
     pause_before: float = 0.0  # seconds of silence before and after its audio (SSML's breaks)
     pause_after: float = 0.0
     # It cannot be cut (one character, or one phoneme run, which is never cut): even as a
-    # speech's first segment it is prepared under the token limit of later segments.
+    # speech's first segment it is prepared as a later segment is (`_submit`).
     uncut: bool = False
 
 
@@ -180,10 +180,13 @@ class SpeechSegments:
 
     def _submit(self, planned: _Planned) -> None:
         if planned.job is None:
-            first = not self._handed_out
+            # NOTE: a first segment that cannot be cut, over the first segment's bound, goes as a later
+            # one: under the later bound, and behind other speeches' first segments, whose first audio
+            # should not wait on an unusually long preparation.
+            first = not self._handed_out and not planned.uncut
             planned.job = self._planner.pool.submit(
                 planned.text, self._voice, self._speed * planned.rate, arrival=self._arrival, index=planned.index,
-                first=first, max_tokens=self._planner.token_limit(first and not planned.uncut),
+                first=first, max_tokens=self._planner.token_limit(first),
             )
 
     async def _prepared(self, planned: _Planned):
