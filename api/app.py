@@ -19,6 +19,7 @@ from api.http import status_routes
 from api.http.auth import ApiKeys, BearerKeyMiddleware
 from api.http.body_limit import BodySizeLimitMiddleware
 from api.http.draining import Drain
+from api.http.heap import keep_large_blocks_mapped
 from api.http.metrics import ApiMetrics
 from api.http.query_check import QueryCheckMiddleware
 from api.http.supervisor import EXIT_ENGINE_FAILED
@@ -47,6 +48,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        keep_large_blocks_mapped()  # an upload's body, freed, leaves the process (api/http/heap.py)
         client = EngineClient(config)
         app.state.engine = client
         app.state.catalog = Catalog(client.frontend, normalize_by_default=settings.normalize_text)

@@ -195,6 +195,9 @@ def socket_turn(text: str, pronunciations: list[dict]) -> Send:
     return send
 
 
+# Three evaluation sentences joined by "and": one sentence of 35 words, its first segment 30 (as
+# long as one may be).
+LONG_SENTENCE = " and ".join(sentence.rstrip(".") for sentence in eval_sentences()[:3]) + "."
 # The respelling: "a" said as a phrase of 299 characters (words: no run too long to cut).
 RESPELLING = [{"word": "a", "say_as": ("and so on " * 30)[:299]}]
 CARDINAL = '<say-as interpret-as="cardinal">1' + "0" * 1000 + "</say-as>"  # 1,042 characters
@@ -216,6 +219,9 @@ def attacks() -> list[Attack]:
         Attack("40 held 15 MiB uploads, no key", "upload", held_uploads(40, 15, None)),
         Attack("40 held 15 MiB uploads, with the key (slowest refusal)", "upload", held_uploads(40, 15, KEY)),
         Attack("[[ ə x 250 ]] (OpenAI)", "text", spoken(speech("[[ " + "ə" * 250 + " ]]")), "served"),
+        # Not an attack: a first sentence as long as one may be (30 words), for what a legitimately
+        # long prompt does to the normal stream beside it.
+        Attack("control: a sentence of 35 words (OpenAI)", "text", spoken(speech(LONG_SENTENCE)), "served"),
         Attack("'a ' x 2000, 'a' said in 299 characters (OpenAI)", "text",
                spoken(speech("a " * 2000, pronunciations=RESPELLING))),
         Attack("the same (Deepgram REST)", "text", spoken({"text": "a " * 2000, "pronunciations": RESPELLING},
