@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import subprocess
@@ -317,6 +318,10 @@ def run(model: str, checkout: Path | None, read_s: float, after_s: float,
         only: list[str] | None = None) -> list[dict]:
     """Every attack (or those whose name holds one of `only`), each measured alone."""
     chosen = [attack for attack in attacks() if not only or any(part in attack.name for part in only)]
+    # NOTE: this client times first audio in tens of milliseconds; one full collection of what it
+    # has imported (torch among it) takes as long. Frozen out, as the server's are.
+    gc.collect()
+    gc.freeze()
     with tempfile.TemporaryDirectory(prefix="chorus-voices-") as voices, \
             Servers(model, checkout, Path(voices)) as servers:
         records = []
