@@ -179,7 +179,6 @@ def test_the_heap_is_given_back_each_time_the_pool_goes_idle_and_never_while_job
 
 
 def test_giving_back_the_heap_works_on_this_c_library():
-    from api.http.heap import give_back_memory, keep_large_blocks_mapped
+    from api.http.heap import give_back_memory
 
     assert give_back_memory()  # glibc on every machine this project runs on
-    assert keep_large_blocks_mapped()
