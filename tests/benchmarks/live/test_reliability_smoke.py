@@ -49,4 +49,4 @@ def test_quick_reliability_run(tmp_path, chorus_cache):
                                                          "say-as cardinal 10^1000, 1,057 characters"]
     assert [r["outcome"] for r in surfaces.values()] == ["201", "401", "400", "400"]
     assert all(r["answered_s"] < 5 and not r["api_died"] and r["ttfa_s"] is not None for r in surfaces.values())
-    assert "| upload: 8-channel WAV | 201 |" in markdown
+    assert "| upload: 8-channel WAV | served | 201 |" in markdown
