@@ -63,7 +63,8 @@ class EngineCore:
         # NOTE: before the KV cache is sized from the memory left: the codec's state pool (MBs a
         # stream for Qwen3-TTS's 12 Hz decoder) and its graphs are then not promised to it.
         self.audio = AudioStage.build(codec, streaming, config.capacity, config.gpu, self.device,
-                                      config.scheduler.max_num_seqs, config.cache.codec_state_slots)
+                                      config.scheduler.max_num_seqs, config.cache.codec_state_slots,
+                                      config.cache.codec_primer_bytes)
         self.runner = build_model_runner(self.family, config, self.device, clock)
         self.kv_manager = self.runner.kv_manager
         self.step_cost = StepCostModel()

@@ -73,15 +73,18 @@ class RequestTable:
     # ---- between steps: the engine's commands -----------------------------------------------
 
     def start(self, request: Request) -> None:
-        """Hands an admitted request to the audio stage and the scheduler; raises RequestRejected
-        if the codec's state slots are all taken (admission waits for one, but a continuation or
-        an engine without admission does not) or the scheduler's queue is full (nothing is kept
-        then)."""
+        """Hands an admitted request to the audio stage (its codec primed by the prompt's codec
+        prefix, if it has one) and the scheduler; raises RequestRejected if the codec's state
+        slots are all taken (admission waits for one, but a continuation or an engine without
+        admission does not), its codec prefix cannot be decoded, or the scheduler's queue is full
+        (nothing is kept then)."""
         try:
-            self.audio.open(request.request_id, request.listener)
+            self.audio.open(request.request_id, request.listener, request.stream.prompt.codec_prefix)
         except NoFreeSlot as exc:
             raise RequestRejected(f"no room for another stream's codec state: {exc}", "overloaded",
                                   self.audio.seconds_until_free_slot()) from exc
+        except ValueError as exc:  # the prefix's frames are not the codec's
+            raise RequestRejected(f"the prompt's codec prefix cannot be decoded: {exc}", "invalid_prompt") from exc
         try:
             self.scheduler.add(request.seq)
         except QueueFullError as exc:

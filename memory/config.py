@@ -24,6 +24,10 @@ class CacheConfig:
     # memory/state_slots.py) can be held at once; None: twice the scheduler's max_num_seqs, so
     # every generating stream has one and as many again can finish playing out.
     codec_state_slots: int | None = None
+    # Codec states of voices' codec prefixes (an in-context clone's clip: engine/audio/primers.py),
+    # kept on the host within this many bytes, least recently used dropped (and decoded again when
+    # next needed): ~5.2 MB a voice of Qwen3-TTS's 12 Hz codec at its released size.
+    codec_primer_bytes: int = 256 * 1024**2
 
     def __post_init__(self) -> None:
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
@@ -38,5 +42,7 @@ class CacheConfig:
             raise ValueError(f"num_blocks must be >= 1 or None, got {self.num_blocks}")
         if self.codec_state_slots is not None and self.codec_state_slots < 1:
             raise ValueError(f"codec_state_slots must be >= 1 or None, got {self.codec_state_slots}")
+        if self.codec_primer_bytes < 0:
+            raise ValueError(f"codec_primer_bytes must be >= 0, got {self.codec_primer_bytes}")
         if self.kv_cache_dtype not in ("auto", "fp8_e4m3"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8_e4m3', got {self.kv_cache_dtype!r}")

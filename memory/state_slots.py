@@ -60,6 +60,13 @@ class StateSlotPool:
         self._owner_slot[owner] = slot
         return slot
 
+    def fill(self, owner: Hashable, states: Sequence[Tensor]) -> None:
+        """Writes one stream's state (a tensor per state tensor, unbatched) into the owner's slot:
+        a stream that starts from where another decode left off, not from zeros."""
+        slot = self._owner_slot[owner]
+        for tensor, state in zip(self.tensors, states, strict=True):
+            tensor[slot].copy_(state)
+
     def release(self, owner: Hashable) -> None:
         """Returns the owner's slot; an owner without one: no-op."""
         slot = self._owner_slot.pop(owner, None)

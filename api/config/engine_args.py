@@ -42,6 +42,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     cache.add_argument("--block-size", type=int, default=_CACHE.block_size)
     cache.add_argument("--gpu-memory-utilization", type=float, default=_CACHE.gpu_memory_utilization)
     cache.add_argument("--cpu-kv-cache-mib", type=int, default=_CACHE.cpu_kv_cache_bytes // 2**20)
+    cache.add_argument("--voices-codec-states-mib", type=float, default=_CACHE.codec_primer_bytes / 2**20,
+                       help="host memory for the codec states cloned voices start from (Qwen3-TTS in-context "
+                            "voices: ~5.2 MiB each at the released size), least recently used dropped and "
+                            "decoded again when next used (default %(default)g)")
     cache.add_argument("--num-kv-blocks", type=int, default=None, help="fix the pool size (overrides profiling)")
     cache.add_argument("--no-prefix-caching", action="store_true")
     cache.add_argument("--kv-cache-dtype", choices=("auto", "fp8_e4m3"), default=_CACHE.kv_cache_dtype,
@@ -132,6 +136,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             block_size=args.block_size,
             gpu_memory_utilization=args.gpu_memory_utilization,
             cpu_kv_cache_bytes=args.cpu_kv_cache_mib * 2**20,
+            codec_primer_bytes=int(args.voices_codec_states_mib * 2**20),
             num_blocks=args.num_kv_blocks,
             enable_prefix_caching=not args.no_prefix_caching,
             kv_cache_dtype=args.kv_cache_dtype,

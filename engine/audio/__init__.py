@@ -7,5 +7,6 @@ decoder.py   StreamingDecoder: windows batched across streams, crossfaded, emitt
              instead, and the chunks are cut from its exact audio
 runners.py   where a batch decodes: in the step, or on a CUDA side stream
 graphs.py    the codec's window decodes replayed from CUDA graphs
+primers.py   the codec states streams with a codec prefix start from, decoded once per prefix
 stage.py     AudioStage: what the engine core opens, pushes to, steps and finishes
 """

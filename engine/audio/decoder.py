@@ -28,6 +28,7 @@ from capacity.config import CapacityConfig
 from capacity.listener import Listener
 from engine.audio.chunking import ChunkPolicy
 from engine.audio.config import StreamingConfig
+from engine.audio.primers import Primer
 from engine.audio.runners import SYNC_RUNNER, CodecRunner
 from memory.state_slots import StateSlotPool
 from model.codecs.base import FrameCodec, IncrementalDecoder, lag_frames
@@ -70,6 +71,10 @@ class _Stream:
     # No frame will come until something outside the engine arrives (live text): everything
     # decodable leaves now rather than when its listener runs low. New frames end it.
     draining: bool = False
+    # Frames its codec decoded before the stream's first (a primed stream, engine/audio/primers.py):
+    # the stream's frame i is the codec's frame primed + i. Its first chunk is cut from its exact
+    # audio too (a window decode would start from silence).
+    primed: int = 0
 
     def held(self) -> Tensor:
         """Frames [base, received)."""
@@ -201,14 +206,19 @@ class StreamingDecoder:
         finished = [s.received - s.emitted for s in self._streams.values() if s.finished]
         return max(1, min(finished)) * self._frame_seconds if finished else 1.0
 
-    def open(self, stream_id: Hashable, listener: Listener | None = None) -> None:
+    def open(self, stream_id: Hashable, listener: Listener | None = None, primer: Primer | None = None) -> None:
         """Opens a stream whose chunks are sized and ordered by `listener`'s slack (which its
-        owner keeps current as the chunks leave; a fresh one: no listener yet)."""
+        owner keeps current as the chunks leave; a fresh one: no listener yet), its codec in
+        `primer`'s state (only with a state pool) or silent."""
         if stream_id in self._streams:
             raise ValueError(f"stream {stream_id!r} is already open")
+        if primer is not None and self.state_pool is None:
+            raise ValueError("only a decoder with state slots starts a stream from a primer")
         if self.state_pool is not None:
             self.state_pool.allocate(stream_id)  # first: a full pool opens nothing
-        self._streams[stream_id] = _Stream(listener=listener or Listener())
+            if primer is not None:
+                self.state_pool.fill(stream_id, primer.states)
+        self._streams[stream_id] = _Stream(listener=listener or Listener(), primed=primer.frames if primer else 0)
 
     def push(self, stream_id: Hashable, frames: Tensor) -> None:
         """Queues `frames` [n, *frame_shape] after the stream's earlier ones. They are held as
@@ -313,8 +323,9 @@ class StreamingDecoder:
     # ---- incremental decoding -----------------------------------------------------------------
 
     def _is_approximate(self, window: _Window, stream: _Stream) -> bool:
-        """A first chunk whose audio is not final yet by the decoder's lag: it decodes as a window."""
-        return not stream.emitted and not window.is_last and window.start != window.end
+        """A first chunk whose audio is not final yet by the decoder's lag: it decodes as a window
+        (but a primed stream's: a window would start from silence, not the primer's state)."""
+        return not stream.emitted and not stream.primed and not window.is_last and window.start != window.end
 
     def _first_chunks(self, by_length: dict[int, list[_Window]],
                       owners: dict[Hashable, _Stream]) -> dict[int, list[_Window]]:
@@ -333,6 +344,9 @@ class StreamingDecoder:
         # listener far ahead is fed in longer pieces, which cost less per frame.
         feeds: dict[Hashable, bool] = {sid: False for sid, s in self._streams.items()
                                        if self._feeds_now(s, now) and not (first_chunks_only and s.emitted)}
+        # A primed stream's first chunk is fed, not decoded as a window (`_is_approximate`).
+        feeds.update((w.stream_id, False) for w in windows
+                     if w.start != w.end and not owners[w.stream_id].emitted and owners[w.stream_id].primed)
         feeds.update((w.stream_id, True) for w in windows if w.is_last and w.start != w.end)
         by_count: dict[int, list[tuple[Hashable, bool]]] = defaultdict(list)
         for stream_id, flush in feeds.items():
@@ -377,8 +391,8 @@ class StreamingDecoder:
         totals = [s.received if flush else None for s, (_, flush) in zip(streams, feeds)]
         if self.state_pool is not None:
             slots = self.state_pool.slots_of([stream_id for stream_id, _ in feeds])
-            audio, batched = self.incremental.step(torch.stack(pieces), torch.tensor([s.fed for s in streams]),
-                                                   self.state_pool.gather(slots))
+            positions = torch.tensor([s.primed + s.fed for s in streams])
+            audio, batched = self.incremental.step(torch.stack(pieces), positions, self.state_pool.gather(slots))
             self.state_pool.scatter(slots, batched)
             states = [None] * len(streams)
         else:

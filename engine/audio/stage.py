@@ -12,6 +12,7 @@ from capacity.config import CapacityConfig
 from capacity.listener import Listener
 from engine.audio.config import StreamingConfig
 from engine.audio.decoder import PendingAudio, StreamChunk, StreamingDecoder
+from engine.audio.primers import CodecPrimers
 from engine.audio.runners import CodecRunner, codec_graph_batch_sizes, runner_for
 from engine.audio.state_graphs import capture_state_graphs
 from engine.gpu_config import GpuConfig
@@ -37,21 +38,26 @@ class AudioStage:
     a codec thread, it leaves one step later. Streams are sized and ordered by their listeners,
     which the stage only reads."""
 
-    def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None, codec_thread: bool = False) -> None:
+    def __init__(self, decoder: StreamingDecoder, runner: CodecRunner | None, codec_thread: bool = False,
+                 primers: CodecPrimers | None = None) -> None:
         self.decoder = decoder
         self.runner = runner
+        # The states streams with a codec prefix start from (a decoder with state slots only).
+        self.primers = primers
         self._pending: PendingAudio | None = None
         self._thread = ThreadPoolExecutor(1, "chorus-codec") if codec_thread and runner is None else None
         self._beside: Future | None = None
 
     @classmethod
     def build(cls, codec: FrameCodec, config: StreamingConfig, capacity: CapacityConfig, gpu: GpuConfig,
-              device: torch.device, max_num_seqs: int, state_slots: int | None = None) -> AudioStage:
+              device: torch.device, max_num_seqs: int, state_slots: int | None = None,
+              primer_bytes: int = 0) -> AudioStage:
         """The stage for `codec`, cutting windows as `config` (already resolved against the codec's
         window hints) says, on a side stream of `device` where `gpu` allows it, else in the step,
         incrementally where the codec can and `config` lets it; a decoder with fixed-size states
-        decodes from them on any device, in the step, and keeps them in a pool of `state_slots`
-        streams (default twice max_num_seqs)."""
+        decodes from them on any device, in the step, keeps them in a pool of `state_slots`
+        streams (default twice max_num_seqs), and keeps the states of codec prefixes within
+        `primer_bytes` (engine/audio/primers.py)."""
         incremental = codec.incremental if config.incremental else None
         # NOTE: incremental decoding moves each stream's decoder state as it decodes; the side
         # stream's launch-now, collect-next-step overlap would need that state double-buffered.
@@ -62,16 +68,28 @@ class AudioStage:
             codec, config, gpu, device, max_num_seqs, capacity)
         if runner is not None:
             incremental = None
-        pool = None
+        pool = primers = None
         if isinstance(incremental, SlottedDecoder):
             pool = StateSlotPool(incremental.state_shapes(), state_slots or 2 * max_num_seqs, device)
+            # NOTE: before the graphs: a prefix is hundreds of frames, in calls no graph was captured for.
+            primers = CodecPrimers(incremental, primer_bytes, device)
             if device.type == "cuda" and gpu.codec_graphs:
                 incremental = capture_state_graphs(incremental, codec.frame_shape, codec.frame_dtype,
                                                    codec_graph_batch_sizes(gpu, max_num_seqs), STEP_GRAPH_LENGTHS, device)
-        return cls(StreamingDecoder(codec, config, incremental, capacity, pool), runner, config.codec_thread)
+        return cls(StreamingDecoder(codec, config, incremental, capacity, pool), runner, config.codec_thread, primers)
 
-    def open(self, stream_id: Hashable, listener: Listener) -> None:
-        self.decoder.open(stream_id, listener)
+    def open(self, stream_id: Hashable, listener: Listener, codec_prefix: Tensor | None = None) -> None:
+        """Opens a stream, its codec in the state `codec_prefix`'s frames leave (the prompt's:
+        decoded now unless kept, engine/audio/primers.py), or silent. A stage whose decoder keeps
+        no states (incremental decoding off) cannot start a stream anywhere but from silence, and
+        raises ValueError for a prefix."""
+        primer = None
+        if codec_prefix is not None:
+            if self.primers is None:
+                raise ValueError("this codec prefix needs the codec's incremental decoding, which is off")
+            self.decoder.codec.check_frames(codec_prefix, leading_dims=1)
+            primer = self.primers.primer(codec_prefix.to(self.decoder.codec.frame_dtype))
+        self.decoder.open(stream_id, listener, primer)
 
     def push(self, stream_id: Hashable, frames: Tensor) -> None:
         self.decoder.push(stream_id, frames)

@@ -53,6 +53,10 @@ class SpeechPrompt:
     # False for live text (`PromptFrontend.prepare(live=True)`): more of it comes while the
     # stream speaks (`SpeechFamily.extend_text`), the last piece marked final.
     text_complete: bool = True
+    # Frames [n, *frame_shape] the codec decodes before the stream's own and whose audio is not
+    # the stream's (an in-context clone's reference clip, which its model continues): the stream's
+    # codec starts from the state they leave (engine/audio/primers.py). None: from silence.
+    codec_prefix: torch.Tensor | None = None
 
     # NOTE: a prompt crosses to the engine core through a multiprocessing pipe, whose pickler
     # would move a tensor into a /dev/shm segment held open by both processes until both copies

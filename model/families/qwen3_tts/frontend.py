@@ -147,8 +147,10 @@ class Qwen3Frontend(PromptFrontend):
         # NOTE: the reference clip's positions are the voice's, the same for every request in it
         # (bounded by the voice library's clip limit): `max_tokens` bounds the text's share.
         self._check_length(tracks, max_tokens, 0 if reference is None else len(reference.text_ids) + len(reference.frames))
+        # NOTE: the reference decodes the clip's codes ahead of the speech's and cuts them off, so
+        # its codec speaks from the state the clip leaves: the engine's codec starts from it too.
         return self._prompt(tracks, len(assistant.text), f"{self.model_name}:clone:{salt.hexdigest()}", language,
-                            live, speaker_vector=vector)
+                            live, speaker_vector=vector, codec_prefix=None if reference is None else codes)
 
     def _prepare_cloned(self, text: str, clone: ClonedVoice, max_tokens: int | None,
                         language: str | None, live: bool) -> Qwen3Prompt:
