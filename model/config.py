@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 # (api/http/supervisor.py).
 _DTYPES = ("float32", "bfloat16", "float16")
 CPU_BATCH_PRECISIONS = ("auto", "bfloat16", "float32")
+# How a Qwen3-TTS tokenizer splits text into words (model/families/qwen3_tts/tokenizer.py).
+TEXT_SPLITS = ("auto", "qwen2", "mistral-fix")
 
 
 @dataclass(slots=True)
@@ -39,8 +41,14 @@ class ModelConfig:
     # bfloat16 where the CPU has those instructions (model/llama/low_precision_linear.py; only
     # the joe student, measured within its quality bounds, honours it so far).
     cpu_batch_precision: str = "auto"
+    # Qwen3-TTS: "auto" splits words as the reference does for this checkpoint folder (at inner
+    # capitals for the released ones: "i|Phone"), "qwen2" as Qwen2's tokenizer does ("iPhone"),
+    # "mistral-fix" at inner capitals whatever the folder.
+    text_split: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.text_split not in TEXT_SPLITS:
+            raise ValueError(f"text_split must be one of {', '.join(TEXT_SPLITS)}, got {self.text_split!r}")
         if self.cpu_batch_precision not in CPU_BATCH_PRECISIONS:
             raise ValueError(f"cpu_batch_precision must be one of {', '.join(CPU_BATCH_PRECISIONS)}, "
                              f"got {self.cpu_batch_precision!r}")

@@ -48,7 +48,7 @@ def model_name(config: ModelConfig) -> str:
 
 def load_frontend(config: ModelConfig) -> PromptFrontend:
     path = resolve_model_path(config.model)
-    return family_loader(path).load_frontend(path, model_name(config))
+    return family_loader(path).load_frontend(path, model_name(config), config)
 
 
 def load_family(config: ModelConfig) -> SpeechFamily:

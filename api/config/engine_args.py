@@ -9,7 +9,7 @@ from capacity.config import CapacityConfig
 from engine.allocator import ALLOCATORS
 from engine.gpu_config import GpuConfig
 from memory.config import CacheConfig
-from model.config import CPU_BATCH_PRECISIONS, ModelConfig
+from model.config import CPU_BATCH_PRECISIONS, TEXT_SPLITS, ModelConfig
 from scheduler.config import SchedulerConfig
 
 if TYPE_CHECKING:
@@ -38,6 +38,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--cpu-batch-precision", default=_MODEL.cpu_batch_precision, choices=CPU_BATCH_PRECISIONS,
                        help="a float32 model's products of several rows on the CPU: bfloat16 (AVX-512 BF16 or "
                             "AMX), float32, or auto (bfloat16 where the CPU has those; the joe student only)")
+    model.add_argument("--text-split", default=_MODEL.text_split, choices=TEXT_SPLITS,
+                       help="Qwen3-TTS: how text is cut into words before its tokens: auto (as the reference "
+                            "does for this folder: at inner capitals, i|Phone, for the released checkpoints), "
+                            "qwen2 (Qwen2's split, iPhone whole) or mistral-fix (at inner capitals)")
     cache = parser.add_argument_group("KV cache")
     cache.add_argument("--block-size", type=int, default=_CACHE.block_size)
     cache.add_argument("--gpu-memory-utilization", type=float, default=_CACHE.gpu_memory_utilization)
@@ -131,6 +135,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             attention_backend=args.attention_backend,
             max_model_len=args.max_model_len,
             cpu_batch_precision=args.cpu_batch_precision,
+            text_split=args.text_split,
         ),
         cache=CacheConfig(
             block_size=args.block_size,

@@ -16,7 +16,7 @@ def load_family(path: Path, config: ModelConfig) -> JoeFamily:
                                  codec=config.codec or "istft", bf16_rows=config.bf16_cpu_rows)
 
 
-def load_frontend(path: Path, model_name: str) -> PromptFrontend:
+def load_frontend(path: Path, model_name: str, config: ModelConfig) -> PromptFrontend:
     # NOTE: imported here so that the engine core process, which never prepares prompts, does not
     # load piper and espeak.
     from model.families.joe.prompt import JoePromptFrontend

@@ -43,5 +43,5 @@ def load_family(path: Path, config: ModelConfig) -> OrpheusFamily:
     )
 
 
-def load_frontend(path: Path, model_name: str) -> OrpheusFrontend:
+def load_frontend(path: Path, model_name: str, config: ModelConfig) -> OrpheusFrontend:
     return OrpheusFrontend.from_folder(model_name, path, read_chorus_section(path))

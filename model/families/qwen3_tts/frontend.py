@@ -3,7 +3,8 @@ the API process: a tokenizer and the checkpoint's config.json, no weights).
 
 Voices by checkpoint type:
 - custom_voice: the checkpoint's named speakers (spelled as its config.json spells them, matched
-  case-insensitively as the reference matches them); instructions are optional (style, emotion);
+  case-insensitively as the reference matches them); instructions are optional (style, emotion),
+  and dropped where the reference drops them (`drops_instructions`: the 0.6B checkpoints);
 - voice_design: one voice, "designed": the required instructions describe the voice itself;
 - base: no voices of its own: `prepare_clone` takes a speaker vector (and, for in-context
   cloning, a reference clip's transcript and codes); instructions are refused.
@@ -31,8 +32,10 @@ __all__ = ["BadInstructions", "LanguageNotSupported", "Qwen3Frontend", "DESIGNED
 
 DESIGNED_VOICE = "designed"
 DEFAULT_SAMPLE_RATE = 24000  # the 12 Hz codec's, for a folder without its codec (tests)
-# The reference drops a 0.6B CustomVoice checkpoint's instructions (it was not trained on them).
-SIZES_WITHOUT_INSTRUCTIONS = ("0b6",)
+# The reference's generate_custom_voice drops a custom-voice checkpoint's instructions when
+# `tts_model_size in "0b6"`, the 0.6B checkpoints' tag (not trained on instructions): a substring
+# test, so for every substring of it ("", "0", "b", "6", "0b", "b6", "0b6") and no other size.
+SIZE_WITHOUT_INSTRUCTIONS = "0b6"
 
 
 class Qwen3Frontend(PromptFrontend):
@@ -49,7 +52,7 @@ class Qwen3Frontend(PromptFrontend):
         self.config = config
         self.tokenizer = tokenizer
         self.sample_rate = sample_rate
-        self.reads_instructions = config.model_type != "base" and config.model_size not in SIZES_WITHOUT_INSTRUCTIONS
+        self.reads_instructions = config.model_type != "base" and not drops_instructions(config)
         for speaker, dialect in config.speaker_dialects.items():
             if dialect and str(dialect).lower() not in config.languages:
                 raise ValueError(f"speaker {speaker!r} speaks dialect {dialect!r}, which has no language id")
@@ -61,11 +64,11 @@ class Qwen3Frontend(PromptFrontend):
         self._voice_by_key = {voice.lower(): voice for voice in self.voices}
 
     @classmethod
-    def from_folder(cls, model_name: str, path: Path) -> Qwen3Frontend:
+    def from_folder(cls, model_name: str, path: Path, text_split: str = "auto") -> Qwen3Frontend:
         codec = path / CODEC_FOLDER
         sample_rate = Qwen3CodecConfig.from_folder(codec).sample_rate if codec.is_dir() else DEFAULT_SAMPLE_RATE
-        return cls(model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path), sample_rate=sample_rate,
-                   path=path)
+        return cls(model_name, Qwen3TtsConfig.load(path), Qwen3TextTokenizer.from_folder(path, text_split),
+                   sample_rate=sample_rate, path=path)
 
     def voice_cloner(self) -> Qwen3Cloner:
         if not self.clones or self.path is None:
@@ -173,14 +176,16 @@ class Qwen3Frontend(PromptFrontend):
                               min_tokens=min(MIN_FRAMES, s.max_new_tokens))
 
     def _effective_instructions(self, instructions: str | None) -> str | None:
-        """The instructions the prompt carries (None for blank ones, as the reference drops empty
-        ones), or BadInstructions."""
+        """The instructions the prompt carries: None for blank ones (as the reference drops empty
+        ones) and for a custom voice that drops them (as the reference does, silently);
+        BadInstructions for a base checkpoint (the reference's clones take none) or a designed
+        voice without them."""
         given = instructions if instructions and instructions.strip() else None
         if self.config.model_type == "voice_design" and given is None:
             raise BadInstructions("a voice_design checkpoint needs `instructions` describing the voice")
-        if given is not None and not self.reads_instructions:
-            raise BadInstructions(f"{self.model_name} ({self.config.model_type}) does not read `instructions`")
-        return given
+        if given is not None and self.config.model_type == "base":
+            raise BadInstructions(f"{self.model_name} (base) does not read `instructions`")
+        return given if self.reads_instructions else None
 
     @staticmethod
     def _check_length(tracks: Tracks, max_tokens: int | None, voice_positions: int = 0) -> None:
@@ -203,3 +208,12 @@ class Qwen3Frontend(PromptFrontend):
 
     def live_text_ids(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
+
+
+def drops_instructions(config: Qwen3TtsConfig) -> bool:
+    """Whether the reference drops this checkpoint's instructions (SIZE_WITHOUT_INSTRUCTIONS). A
+    size that is not a string (absent: None) makes the reference's test raise TypeError, so it
+    speaks no custom voice of that checkpoint at all; Chorus reads them there, as the reference's
+    model reads the instruction ids it is given."""
+    return (config.model_type == "custom_voice" and isinstance(config.model_size, str)
+            and config.model_size in SIZE_WITHOUT_INSTRUCTIONS)

@@ -56,5 +56,5 @@ def load_family(path: Path, config: ModelConfig) -> Qwen3Family:
     return Qwen3Family(qwen3, backbone.eval(), text.eval(), predictor.eval(), codec, max_len)
 
 
-def load_frontend(path: Path, model_name: str) -> Qwen3Frontend:
-    return Qwen3Frontend.from_folder(model_name, path)
+def load_frontend(path: Path, model_name: str, config: ModelConfig) -> Qwen3Frontend:
+    return Qwen3Frontend.from_folder(model_name, path, text_split=config.text_split)

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+from tokenizers.models import BPE
 
-from model.families.qwen3_tts.tiny_tokenizer import tokens, write_json, write_tokenizer
+from model.families.qwen3_tts.tiny_tokenizer import byte_alphabet, learn_merges, tokens, write_json, write_tokenizer
 from model.paths import cache_root
 
 VERSION = "v2"
@@ -123,6 +124,38 @@ TINY = Qwen3Shape(
 CODEBOOK = TINY.codebook
 SPEAKERS = TINY.speakers
 GENERATION = TINY.generation
+# A text vocabulary just past the 100,000 entries above which the reference re-splits words at inner
+# capitals (tokenizer.py): the released checkpoints' is 151,643, the tiny one's 300. Its words that
+# become one token each show which split ran (" iPhone" whole, or " i" + "Phone").
+LARGE_VOCAB = 100_001
+WHOLE_WORDS = (" iPhone", "iPhone", " OpenAI", " YouTube", "YouTube", "Phone", "Tube", "AI", " McDonald", " नमस्ते")
+
+
+def large_vocabulary(size: int = LARGE_VOCAB) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """The tiny vocabulary and merges, then for each of WHOLE_WORDS the merges that join its tiny
+    pieces left to right into one token, then fillers no merge makes (they hold a real space, which
+    byte-level pieces never do) up to `size` entries: the same every time it is built."""
+    vocab, merges = tokens(), learn_merges()
+    tiny, alphabet = BPE(vocab=dict(vocab), merges=list(merges)), byte_alphabet()
+    known = set(merges)
+    for word in WHOLE_WORDS:
+        pieces = [token.value for token in tiny.tokenize("".join(alphabet[b] for b in word.encode()))]
+        joined = pieces[0]
+        for piece in pieces[1:]:
+            if (joined, piece) not in known:
+                known.add((joined, piece))
+                merges.append((joined, piece))
+            joined += piece
+            vocab.setdefault(joined, len(vocab))
+    vocab.update({f"filler {i}": i for i in range(len(vocab), size)})
+    return vocab, merges
+
+
+def write_large_vocab_tokenizer(folder: Path, size: int = LARGE_VOCAB) -> dict[str, int]:
+    """Writes `large_vocabulary(size)` in the released checkpoints' tokenizer layout (vocab.json,
+    merges.txt, tokenizer_config.json, the special tokens right after the vocabulary); returns each
+    special token's id."""
+    return write_tokenizer(folder, *large_vocabulary(size))
 
 
 def ensure_tiny_qwen3(root: Path | None = None, base: bool = False) -> Path:

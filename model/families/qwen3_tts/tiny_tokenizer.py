@@ -65,11 +65,13 @@ def tokens() -> dict[str, int]:
     return vocab
 
 
-def write_tokenizer(folder: Path) -> dict[str, int]:
-    """Writes the tokenizer files; returns each special token's id."""
-    vocab = tokens()
+def write_tokenizer(folder: Path, vocab: dict[str, int] | None = None,
+                    merges: list[tuple[str, str]] | None = None) -> dict[str, int]:
+    """Writes the tokenizer files (the tiny vocabulary and merges unless given others); returns
+    each special token's id."""
+    vocab = vocab or tokens()
     write_json(folder / "vocab.json", vocab)
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in learn_merges()))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges or learn_merges()))
     added = {str(len(vocab) + i): dict(content=tok, lstrip=False, normalized=False, rstrip=False,
                                        single_word=False, special=True) for i, tok in enumerate(SPECIAL_TOKENS)}
     write_json(folder / "tokenizer_config.json", dict(

@@ -1,18 +1,46 @@
 """Qwen3-TTS text → token ids: the checkpoint's Qwen2 byte-level BPE tokenizer (built with the
-`tokenizers` library, no transformers), and the chat templates the reference wraps each text in."""
+`tokenizers` library, no transformers), split into words as the reference splits them, and the
+chat templates the reference wraps each text in.
+
+Which split the reference runs (`reference_resplits`): qwen-tts 0.1.1 loads its processor with
+`fix_mistral_regex=True`, and transformers 4.57.3 (tokenization_utils_base.py:
+`PreTrainedTokenizerBase._from_pretrained`, then `_patch_mistral_regex`) then puts MISTRAL_FIX_SPLIT
+in place of the tokenizer's first pre-tokenizer (Qwen2's split) when
+- the tokenizer is a fast one (it always is there) with a pre-tokenizer, whose vocabulary without
+  its added tokens has more than 100,000 entries (`vocab_size`; vocab.json's entries);
+- it is loaded from a folder (`os.path.isdir`; from a hub id, only a model tagged
+  `base_model:...mistralai` is re-split), and that folder has a config.json;
+- whose `transformers_version` is absent or empty, or above 4.57.2 and below 5.0.0 (PEP 440:
+  4.57.3.dev0 and 5.0.0rc1 are too), or at most 4.57.2 with no `model_type` or a Mistral one.
+The released checkpoints meet all of these (151,643 entries; README.md has the evidence); the tiny
+test ones never do (300 entries).
+"""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE
+
+from model.config import TEXT_SPLITS
 
 # Qwen2's pre-tokenizer split: contractions, letter runs (with one leading non-letter), single
 # digits, punctuation runs, newline runs, then other whitespace.
 QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
                r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# The split transformers 4.57.3 installs instead (`_patch_mistral_regex`), character for character:
+# no contraction rule; a letter run is upper-case letters then lower-case ones, so a word is cut
+# where a lower-case letter meets an upper-case one ("i|Phone", "Open|AI"), and combining marks
+# belong to the word ("नमस्ते" whole, where Qwen2's split cuts it at each mark).
+MISTRAL_FIX_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                     r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+                     r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+RESPLIT_ABOVE_VOCAB = 100_000
+# The model types whose config.json is still re-split when transformers 4.57.2 or older wrote it.
+MISTRAL_MODEL_TYPES = ("mistral", "mistral3", "voxtral", "ministral", "pixtral")
 
 # The reference's templates. The assistant turn opens with 3 role tokens ("<|im_start|>",
 # "assistant", "\n") and closes with 5 ("<|im_end|>", "\n", "<|im_start|>", "assistant", "\n");
@@ -44,10 +72,20 @@ class Qwen3TextTokenizer:
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_folder(cls, folder: Path) -> Qwen3TextTokenizer:
+    def from_folder(cls, folder: Path, split: str = "auto") -> Qwen3TextTokenizer:
+        """The folder's tokenizer (tokenizer.json, else vocab.json + merges.txt) with the split
+        `split` names: "auto" the reference's for this folder, "qwen2" the folder's own (Qwen2's),
+        "mistral-fix" MISTRAL_FIX_SPLIT."""
+        if split not in TEXT_SPLITS:
+            raise ValueError(f"split must be one of {', '.join(TEXT_SPLITS)}, got {split!r}")
         if (folder / "tokenizer.json").is_file():
-            return cls(Tokenizer.from_file(str(folder / "tokenizer.json")))
-        return cls(build_qwen2_tokenizer(folder))
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        else:
+            tokenizer = build_qwen2_tokenizer(folder)
+        if split == "mistral-fix" or (split == "auto" and reference_resplits(folder, tokenizer)):
+            # NOTE: in place of the first pre-tokenizer, as transformers does: the byte-level one stays.
+            tokenizer.pre_tokenizer[0] = pre_tokenizers.Split(Regex(MISTRAL_FIX_SPLIT), behavior="isolated")
+        return cls(tokenizer)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -98,3 +136,28 @@ def build_qwen2_tokenizer(folder: Path) -> Tokenizer:
             raise ValueError(f"{config_file}: added token {spec['content']!r} is declared as id {token_id} "
                              f"but the vocabulary gives it {tokenizer.token_to_id(spec['content'])}")
     return tokenizer
+
+
+def reference_resplits(folder: Path, tokenizer: Tokenizer) -> bool:
+    """Whether the reference splits the text of this folder, whose tokenizer is `tokenizer`, with
+    MISTRAL_FIX_SPLIT (the module's docstring has the rule; Chorus always loads from a folder).
+    A transformers_version that is not a version makes the reference fail to load the folder: so
+    does this, saying to choose a split."""
+    if tokenizer.get_vocab_size(with_added_tokens=False) <= RESPLIT_ABOVE_VOCAB or tokenizer.pre_tokenizer is None:
+        return False
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return False
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    written_by = config.get("transformers_version")
+    if not written_by:
+        return True
+    try:
+        version = Version(written_by)
+    except (InvalidVersion, TypeError) as error:
+        raise ValueError(f"{config_file}: transformers_version {written_by!r} is not a version, so the reference "
+                         "cannot load this folder and its split is unknown: choose one (text_split: qwen2 or "
+                         "mistral-fix)") from error
+    if version <= Version("4.57.2"):
+        return config.get("model_type") is None or config["model_type"] in MISTRAL_MODEL_TYPES
+    return version < Version("5.0.0")

@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from model.families.base import PromptTooLong, VoiceNotFoundError
 from model.families.qwen3_tts import tiny_random, tiny_tokenizer
+from model.families.qwen3_tts.config import Qwen3TtsConfig
 from model.families.qwen3_tts.frontend import BadInstructions, LanguageNotSupported, Qwen3Frontend
 from model.families.qwen3_tts.prompt import SPEAKER_VECTOR
 
@@ -91,8 +92,42 @@ def test_instructions_open_a_custom_voice_prompt_unless_the_checkpoint_ignores_t
     assert styled.text_ids == instruction + plain.text_ids
     assert styled.token_ids[len(instruction):] == plain.token_ids
     small = Qwen3Frontend.from_folder("tiny-0b6", write_checkpoint(tmp_path, tts_model_size="0b6"))
-    with pytest.raises(BadInstructions, match="instructions"):
-        small.prepare("she said", "ryan", instructions="whisper")
+    assert not small.reads_instructions
+    assert small.prepare("she said", "ryan", instructions="whisper") == small.prepare("she said", "ryan")
+
+
+# What the reference's generate_custom_voice did with an instruction under each tts_model_size
+# (make_golden.py): "read", "dropped" (`tts_model_size in "0b6"`), or TypeError (None: it speaks no
+# custom voice at all; Chorus reads them there, as the reference's model reads instruct_ids).
+INSTRUCTION_SIZES = GOLDEN_META.get("instruction_sizes", ())
+
+
+def test_the_recorded_sizes_hold_the_released_tags_every_substring_and_none():
+    assert {"0b6", "1b7", "0b", "b6", "6", "0", "b", "", None} <= {case["tts_model_size"] for case in INSTRUCTION_SIZES}
+
+
+@pytest.mark.parametrize("case", INSTRUCTION_SIZES, ids=lambda case: repr(case["tts_model_size"]))
+def test_a_custom_voice_reads_instructions_where_the_reference_does(custom, case):
+    written = {k: v for k, v in tiny_random.model_config(base=False).items() if k != "tts_model_size"}
+    if case["tts_model_size"] is not None:
+        written["tts_model_size"] = case["tts_model_size"]
+    frontend = Qwen3Frontend("tiny", Qwen3TtsConfig.from_dicts(written), custom.tokenizer)
+    plain = frontend.prepare("she said", "ryan")
+    styled = frontend.prepare("she said", "ryan", instructions="whisper")
+    reads = case["instruct"] != "dropped"
+    assert frontend.reads_instructions is reads
+    assert (styled.text_ids == custom.tokenizer.instruction("whisper") + plain.text_ids) is reads
+    assert (styled == plain) is not reads
+
+
+def test_only_a_custom_voice_drops_instructions_for_its_size(tmp_path):
+    designed = Qwen3Frontend.from_folder("tiny-vd", write_checkpoint(tmp_path / "vd", "voice_design",
+                                                                      tts_model_size="0b6"))
+    assert designed.reads_instructions
+    assert designed.prepare("she said", "designed", instructions="a deep calm voice").text_ids[:3] == \
+        designed.tokenizer.instruction("a deep calm voice")[:3]
+    base = Qwen3Frontend.from_folder("tiny-base", write_checkpoint(tmp_path / "base", "base", tts_model_size="1b7"))
+    assert not base.reads_instructions
 
 
 def test_voice_design_has_one_voice_described_by_required_instructions(folders):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from model.families.qwen3_tts import tiny_random, tiny_tokenizer
-from model.families.qwen3_tts.tokenizer import ASSISTANT_TEMPLATE, Qwen3TextTokenizer, build_qwen2_tokenizer
+from model.families.qwen3_tts.tokenizer import (ASSISTANT_TEMPLATE, QWEN2_SPLIT, Qwen3TextTokenizer,
+                                                build_qwen2_tokenizer)
 
 GOLDEN = Path(__file__).parent / "golden"
 # The golden cases whose prompt the reference recorded (ids, embeddings); none until it is generated.
@@ -53,6 +54,11 @@ def test_the_templates_are_cut_where_the_reference_cuts_them(tokenizer):
     assert tokenizer.encode("<|tts_pad|><|tts_text_bos|><|tts_text_eod|>") == [
         ids["tts_pad_token_id"], ids["tts_bos_token_id"], ids["tts_eos_token_id"]]
     assert tokenizer.encode("<|im_end|>") == [im_end]
+
+
+def test_the_tiny_vocabulary_keeps_qwen2s_split(tokenizer):
+    # 300 entries: the reference re-splits words only past 100,000 (test_text_split.py).
+    assert json.loads(tokenizer.tokenizer.to_str())["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == QWEN2_SPLIT
 
 
 def test_a_tokenizer_json_gives_the_same_ids(tokenizer, tmp_path):

@@ -8,7 +8,8 @@ greedy codes and their whole decode; for the base model the clip, its mel and x-
 reference codes; clones the reference made from the clip itself (create_voice_clone_prompt, then
 generate_voice_clone: its codes and the audio it returns); the speech tokenizer's codes of two clips
 (24 kHz, and 16 kHz, which it resamples); and one sampled run's logits before and after the
-reference's processors.
+reference's processors. Beside them, large_vocab.json: the reference's text ids on a vocabulary past
+100,000 entries, where its processor splits words otherwise (text_split_cases.py).
 The reference is imported through importlib only: the project's import graph never names it.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ import importlib
 import importlib.machinery
 import importlib.metadata
 import json
+import re
+import shutil
 import sys
 import tempfile
 import types
@@ -29,7 +32,10 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[3]))  # the repository root, for Chorus's builder
 
-from model.families.qwen3_tts.tiny_random import VERSION, ensure_tiny_qwen3  # noqa: E402
+from model.families.qwen3_tts.tiny_random import (VERSION, ensure_tiny_qwen3,  # noqa: E402
+                                                   write_large_vocab_tokenizer)
+from tests.model.qwen3_tts.text_split_cases import CASES as SPLIT_CASES  # noqa: E402
+from tests.model.qwen3_tts.text_split_cases import INSTRUCTION, TEXTS, write_case  # noqa: E402
 
 ref = None  # the reference's inference module (qwen3_tts_model), imported by main()
 MAX_NEW_TOKENS = 32
@@ -52,6 +58,10 @@ CASES = [  # each runs in streaming (non_streaming_mode=False) and non-streaming
          ref_frames=8),
     dict(name="base_icl_zh", model="base", text=TEXT_ZH, language="chinese", ref_text="我们说话。", ref_frames=40),
 ]
+# config.json tts_model_size values whose effect on a custom voice's instruction is recorded
+# ("instruction_sizes" in cases.json): the released ones ("0b6", "1b7"), every other substring of
+# "0b6", absent (None), and near misses.
+INSTRUCTION_SIZES = ("0b6", "1b7", "0b", "b6", "6", "0", "b", "", None, "0B6", "0.6b", "0b60", " 0b6", "1b6", "tiny")
 # Voices the reference clones from base_clip itself, each spoken in streaming mode (non_streaming_mode
 # False: generate_voice_clone's default) and non-streaming mode; listed as "clip_cases" in cases.json.
 CLIP_CASES = [
@@ -153,9 +163,9 @@ def main() -> None:
     torch.manual_seed(SEED)
     arrays, cases, meta = {}, [], {"checkpoints": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        wrappers = {}
+        wrappers, folders = {}, {}
         for kind, base in (("custom_voice", False), ("base", True)):
-            folder = ensure_tiny_qwen3(Path(tmp), base=base)
+            folder = folders[kind] = ensure_tiny_qwen3(Path(tmp), base=base)
             wrap = ref.Qwen3TTSModel.from_pretrained(str(folder))
             check_keys(wrap.model.speech_tokenizer.model, folder / "speech_tokenizer" / "model.safetensors")
             check_keys(wrap.model, folder / "model.safetensors")
@@ -178,15 +188,22 @@ def main() -> None:
         clip_cases = [run_clip_case(spec, streaming, wrappers["base"], arrays)
                       for spec in CLIP_CASES for streaming in (True, False)]
         cases.append(run_sampled(wrappers["custom_voice"], arrays))
+        instruction_sizes = record_instruction_sizes(wrappers["custom_voice"][0])
+        splits = record_text_splits(Path(tmp), folders["custom_voice"])
     meta.update(
         builder_version=VERSION, max_new_tokens=MAX_NEW_TOKENS,
         versions={name: importlib.metadata.version(name) for name in ("qwen-tts", "transformers", "torch", "numpy")},
         processors={name: rec.processors for name, (_, rec) in wrappers.items()},
         processors_note="each checkpoint's LogitsProcessorList of its last generate(): custom_voice's is the "
                         "sampled run's, base's a greedy run's (no warpers; the code predictor's is empty)",
-        cases=cases, clip_cases=clip_cases, arrays={k: describe_array(k, v) for k, v in sorted(arrays.items())})
+        cases=cases, clip_cases=clip_cases, instruction_sizes=instruction_sizes,
+        arrays={k: describe_array(k, v) for k, v in sorted(arrays.items())})
     (HERE / "cases.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     np.savez_compressed(HERE / "golden.npz", **arrays)
+    # NOTE: one id list a line: json's indent would give each id its own.
+    text = json.dumps(splits, indent=1, ensure_ascii=False)
+    (HERE / "large_vocab.json").write_text(re.sub(r"\[[-\d,\s]*\]", lambda m: json.dumps(json.loads(m.group())), text)
+                                          + "\n")
     print(f"{len(cases)} cases, {len(clip_cases)} clip cases, {len(arrays)} arrays, "
           f"{(HERE / 'golden.npz').stat().st_size} bytes")
 
@@ -309,6 +326,96 @@ def run_sampled(wrapper: tuple, arrays: dict) -> dict:
     return dict(name="sampled_vivian_auto_en_stream", model="custom_voice", text=TEXT_EN, language="auto",
                 speaker="vivian", non_streaming_mode=False, generate=gen, seed=SEED, frames=int(codes.shape[0]),
                 talker_steps=len(steps), note="talker step s saw sampled_talker_ids[:s] as its previous ids")
+
+
+class Generated(Exception):
+    """Stops generate_custom_voice at the model's generate, carrying the instruct_ids it was given."""
+
+    def __init__(self, instruct_ids):
+        super().__init__()
+        self.instruct_ids = instruct_ids
+
+
+def record_instruction_sizes(wrap) -> list[dict]:
+    """What generate_custom_voice does with an instruction under each of INSTRUCTION_SIZES:
+    "read" (it gives the model instruct_ids), "dropped" (it gives none), or the error it raises."""
+    def stop(**kwargs):
+        raise Generated(kwargs["instruct_ids"])
+
+    kept = wrap.model.tts_model_size
+    wrap.model.generate = stop
+    outcomes = []
+    try:
+        for size in INSTRUCTION_SIZES:
+            wrap.model.tts_model_size = size
+            try:
+                wrap.generate_custom_voice(TEXT_SHORT, "vivian", instruct=INSTRUCT)
+            except Generated as generated:
+                outcome = "dropped" if generated.instruct_ids[0] is None else "read"
+            except Exception as error:  # noqa: BLE001 (what the reference raises is the record)
+                outcome = type(error).__name__
+            outcomes.append(dict(tts_model_size=size, instruct=outcome))
+    finally:
+        del wrap.model.generate
+        wrap.model.tts_model_size = kept
+    return outcomes
+
+
+def record_text_splits(tmp: Path, custom_voice: Path) -> dict:
+    """large_vocab.json: the reference's ids of TEXTS (in the assistant template) and of INSTRUCTION
+    (in the instruction one) on the tiny custom-voice checkpoint with the large vocabulary, loaded
+    as Qwen3TTSModel.from_pretrained loads it (processor with fix_mistral_regex=True), and the same
+    tokenizer loaded with fix_mistral_regex=False (Qwen2's split, which the reference also gets from
+    a hub id); then for each of text_split_cases.CASES the split the reference's processor class
+    (what AutoProcessor picks for a qwen3_tts config.json) ends with, and its ids of TEXTS[0]."""
+    processor_class = importlib.import_module("qwen_tts.core.models.processing_qwen3_tts").Qwen3TTSProcessor
+    folder = tmp / "large-vocab"
+    shutil.copytree(custom_voice, folder)
+    write_large_vocab_tokenizer(folder)
+    wrap = ref.Qwen3TTSModel.from_pretrained(str(folder))
+    unfixed = processor_class.from_pretrained(str(folder), fix_mistral_regex=False)
+    prompts = [wrap._build_assistant_text(text) for text in TEXTS]
+    assert [reference_ids(wrap, processor_class.from_pretrained(str(folder), fix_mistral_regex=True), p)
+            for p in prompts] == [reference_ids(wrap, wrap.processor, p) for p in prompts], "the class AutoProcessor picks"
+    splits = {"qwen2": split_of(unfixed), "mistral-fix": split_of(wrap.processor)}
+    assert splits["qwen2"] != splits["mistral-fix"]
+    cases = []
+    for name, case in SPLIT_CASES.items():
+        try:
+            processor = processor_class.from_pretrained(str(write_case(tmp / "split-cases" / name, **case)),
+                                                        fix_mistral_regex=True)
+        except Exception as error:  # noqa: BLE001 (what the reference raises is the record)
+            cases.append(dict(name=name, **case, error=type(error).__name__))
+            continue
+        split = next(key for key, regex in splits.items() if regex == split_of(processor))
+        cases.append(dict(name=name, **case, split=split, ids=reference_ids(wrap, processor, prompts[0])))
+        print("text split", name, split, flush=True)
+    instruction = wrap._build_instruct_text(INSTRUCTION)
+    return dict(
+        what="the reference's text ids on a vocabulary past 100,000 entries (tiny_random.large_vocabulary); ids: "
+             "Qwen3TTSModel.from_pretrained's processor, qwen2_ids: the same tokenizer without fix_mistral_regex",
+        versions={name: importlib.metadata.version(name) for name in ("qwen-tts", "transformers", "tokenizers")},
+        vocab=wrap.processor.tokenizer.vocab_size, splits=splits,
+        texts=[dict(text=text, ids=reference_ids(wrap, wrap.processor, p), qwen2_ids=reference_ids(wrap, unfixed, p))
+               for text, p in zip(TEXTS, prompts)],
+        instruction=dict(text=INSTRUCTION, ids=reference_ids(wrap, wrap.processor, instruction),
+                         qwen2_ids=reference_ids(wrap, unfixed, instruction)),
+        cases=cases)
+
+
+def reference_ids(wrap, processor, prompt: str) -> list[int]:
+    """The ids the reference's `_tokenize_texts` gives for `prompt` with `processor` as its processor."""
+    kept, wrap.processor = wrap.processor, processor
+    try:
+        return wrap._tokenize_texts([prompt])[0][0].tolist()
+    finally:
+        wrap.processor = kept
+
+
+def split_of(processor) -> str:
+    """The regex of the processor's tokenizer's first pre-tokenizer (the split)."""
+    return json.loads(processor.tokenizer.backend_tokenizer.to_str())["pre_tokenizer"]["pretokenizers"][0]["pattern"][
+        "Regex"]
 
 
 ARRAY_DOCS = {  # the first prefix a name starts with describes it
