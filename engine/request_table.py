@@ -78,12 +78,15 @@ class RequestTable:
         slots are all taken (admission waits for one, but a continuation or an engine without
         admission does not), its codec prefix cannot be decoded, or the scheduler's queue is full
         (nothing is kept then)."""
+        prefix = request.stream.prompt.codec_prefix
         try:
-            self.audio.open(request.request_id, request.listener, request.stream.prompt.codec_prefix)
+            self.audio.open(request.request_id, request.listener, prefix)
         except NoFreeSlot as exc:
             raise RequestRejected(f"no room for another stream's codec state: {exc}", "overloaded",
                                   self.audio.seconds_until_free_slot()) from exc
-        except ValueError as exc:  # the prefix's frames are not the codec's
+        except ValueError as exc:
+            if prefix is None:
+                raise  # not the prompt's fault
             raise RequestRejected(f"the prompt's codec prefix cannot be decoded: {exc}", "invalid_prompt") from exc
         try:
             self.scheduler.add(request.seq)
