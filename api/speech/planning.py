@@ -9,7 +9,7 @@ from typing import Sequence
 
 from api.speech.prompt_pool import PromptPool
 from api.config.settings import ApiSettings
-from api.speech.spoken_budget import SpokenBudget
+from api.speech.spoken_budget import SECONDS_PER_CHAR, SpokenBudget
 from api.speech.synthesis import Segment
 from api.speech.text_split import UncuttableText, UnspeakableText, check_runs, cut_near, plan_texts
 from api.speech.voice_choice import VoiceChoice
@@ -22,9 +22,6 @@ from model.sampling import SamplingParams
 # A too-long segment is cut this far below the share of it that would fit, so that the head
 # fits the first time despite the prompt's length not being exactly proportional to the text's.
 _CUT_MARGIN = 0.9
-# Speech per character of text, as conversational English runs (joe: 0.06-0.08 over the eval
-# sentences): what the segments not prepared yet are expected to take.
-SPOKEN_SECONDS_PER_CHAR = 0.07
 # A segment expected to speak for less than this has the next one prepared as soon as it is
 # handed out; a longer one only when it starts streaming (when the synthesis asks for the next),
 # so that preparing the next does not take the CPU from its first audio. From then on the next
@@ -142,7 +139,8 @@ class SpeechSegments:
 
     def outputs_after(self) -> int:
         chars = sum(len(planned.text) for planned in self._pending)
-        return round(chars * SPOKEN_SECONDS_PER_CHAR * self._planner.limits.outputs_per_second)
+        # What the segments not prepared yet are expected to take, at conversational English's rate.
+        return round(chars * SECONDS_PER_CHAR * self._planner.limits.outputs_per_second)
 
     def close(self) -> None:
         for planned in self._pending:
@@ -236,7 +234,7 @@ class SpeechSegments:
     def _spoken_seconds(self, segment: Segment) -> float:
         expected = self._planner.frontend.expected_outputs(segment.prompt)
         if expected is None:
-            return len(segment.text) * SPOKEN_SECONDS_PER_CHAR
+            return len(segment.text) * SECONDS_PER_CHAR
         return expected / self._planner.limits.outputs_per_second
 
     def _output_budget(self, text: str) -> int:

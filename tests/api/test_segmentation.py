@@ -8,8 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from api.speech.planning import SPOKEN_SECONDS_PER_CHAR, NothingToSpeak, PlannedText, SegmentPlanner
+from api.speech.planning import NothingToSpeak, PlannedText, SegmentPlanner
 from api.speech.prompt_pool import PromptPool
+from api.speech.spoken_budget import SECONDS_PER_CHAR
 from api.config.settings import ApiSettings
 from api.speech.synthesis import JOIN_FADE_SECONDS, Segment, SegmentedSynthesis
 from api.speech.text_split import UncuttableText, plan_texts
@@ -444,7 +445,7 @@ def test_the_first_request_starts_with_only_its_own_prompt_prepared():
     # text at a conversational rate, down to nothing for the last.
     assert engine.outputs_after[-1] == 0 and engine.outputs_after == sorted(engine.outputs_after, reverse=True)
     rest = len(text) - len(first_text)
-    assert engine.outputs_after[0] == pytest.approx(rest * SPOKEN_SECONDS_PER_CHAR * RATE, rel=0.02)
+    assert engine.outputs_after[0] == pytest.approx(rest * SECONDS_PER_CHAR * RATE, rel=0.02)
 
 
 def test_close_aborts_every_open_request():
