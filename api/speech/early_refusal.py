@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from api.speech.synthesis import SegmentedSynthesis
 from capacity.room import room_left
@@ -69,18 +69,25 @@ class EarlyRefusal:
         )
 
     @contextmanager
-    def start(self, synthesis: SegmentedSynthesis) -> Iterator[None]:
-        """Counts `synthesis` as starting while the body runs (its first segment's preparation
-        and the engine's answer to it), and when the body completes, as admitted and active
-        until it closes."""
+    def claim(self, stats: EngineStats | None) -> Iterator[Callable[[SegmentedSynthesis], None]]:
+        """Checks for room in `stats` (None: a continuation, let through unchecked) and counts
+        the speech as starting from that check until the body ends, so that speeches arriving
+        together cannot all pass on room that only one of them will get: the body (planning,
+        preparation, the engine's answer) yields to the event loop. The body calls what it is
+        given with its synthesis once the engine has admitted it, which counts it as active until
+        it closes; a body that raises, or never calls it, takes no room."""
+        if stats is not None:
+            self.check(stats)
         self.starting += 1
         try:
-            yield
-            self._admitted.append(time.monotonic())
-            self.active += 1
-            synthesis.on_close.append(self._ended)
+            yield self._admitted_now
         finally:
             self.starting -= 1
+
+    def _admitted_now(self, synthesis: SegmentedSynthesis) -> None:
+        self._admitted.append(time.monotonic())
+        self.active += 1
+        synthesis.on_close.append(self._ended)
 
     def _ended(self) -> None:
         self.active -= 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 from api.config.settings import ApiSettings
 from api.http.draining import Drain
@@ -51,8 +51,7 @@ async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, 
     its first audio is due `max_queue_delay` after this call, its preparation included."""
     engine = services.engine
     arrived = time.monotonic()
-    with _as_speech_error(services):
-        _admit(services, continuation=False)
+    with _as_speech_error(services), _claim(services, continuation=False) as admitted:
         # The model speaks as close to `speed` as its rate control reaches; the pipeline stretches the rest.
         model_speed = engine.frontend.model_speed(speed)
         params = engine.frontend.default_sampling().replace(seed=seed)
@@ -65,10 +64,11 @@ async def start_speech(services: SpeechServices, text: str, voice: VoiceChoice, 
                                        settings.stalled_client_seconds, pause_stretch=speed / model_speed)
         services.drain.register(synthesis)
         try:
-            await _open(services, synthesis, arrived=arrived)
+            await synthesis.start(arrived=arrived)
         except BaseException:
             synthesis.close()
             raise
+        admitted(synthesis)
     return synthesis, model_speed
 
 
@@ -78,23 +78,20 @@ async def start_synthesis(services: SpeechServices, synthesis: SegmentedSynthesi
     turn), which closes it however it ends. `continuation`: its listener still plays the audio sent
     before it (that of engine request `follows`, when known), so it is admitted without question,
     as a speech's later segment is. Raises SpeechError when it cannot start."""
-    with _as_speech_error(services):
-        _admit(services, continuation)
-        await _open(services, synthesis, continuation, follows)
+    with _as_speech_error(services), _claim(services, continuation) as admitted:
+        await synthesis.start(continuation, follows)
+        admitted(synthesis)
 
 
-def _admit(services: SpeechServices, continuation: bool) -> None:
-    """The refusals that come before anything of the speech is prepared."""
+@contextmanager
+def _claim(services: SpeechServices, continuation: bool) -> Iterator[Callable[[SegmentedSynthesis], None]]:
+    """The refusals that come before anything of the speech is prepared (a drain; a full engine,
+    unless `continuation`), then the speech's claim on the engine's room while the body prepares
+    and opens its first segment (EarlyRefusal.claim): the body calls what it is given with the
+    synthesis the engine admitted."""
     services.drain.check()
-    if not continuation:
-        services.early_refusal.check(services.engine.stats)
-
-
-async def _open(services: SpeechServices, synthesis: SegmentedSynthesis, continuation: bool = False,
-                follows: str | None = None, arrived: float | None = None) -> None:
-    """Opens the first segment, counted as starting until the engine has answered it."""
-    with services.early_refusal.start(synthesis):
-        await synthesis.start(continuation, follows, arrived)
+    with services.early_refusal.claim(None if continuation else services.engine.stats) as admitted:
+        yield admitted
 
 
 @contextmanager

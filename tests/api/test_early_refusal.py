@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -22,10 +23,19 @@ class Speech:
             callback()
 
 
+@contextmanager
+def starting(gate: EarlyRefusal, speech: Speech):
+    """`speech` counted as starting (unchecked, as a continuation is) while the body runs, and
+    admitted when it completes."""
+    with gate.claim(None) as admitted:
+        yield
+        admitted(speech)
+
+
 def busy_gate() -> EarlyRefusal:
     """A gate with one speech of its own in flight (the engine is not idle)."""
     gate = EarlyRefusal(admission_on=True)
-    with gate.start(Speech()):
+    with starting(gate, Speech()):
         pass
     return gate
 
@@ -55,7 +65,7 @@ def test_a_speech_that_would_wait_in_the_queue_is_not_refused_here():
     report = stats(running=6, room=1, room_now=0, wait=0.4)
     assert gate.room_left(report) == 1
     gate.check(report)
-    with gate.start(Speech()):
+    with starting(gate, Speech()):
         with pytest.raises(RequestRejected) as info:
             gate.check(report)
     assert info.value.retry_after == 0.4
@@ -66,7 +76,7 @@ def test_with_no_speech_of_its_own_in_flight_a_stale_full_report_refuses_nothing
     quarter of a second old) still shows that stream and no room; the engine is idle."""
     gate = EarlyRefusal(admission_on=True)
     speech = Speech()
-    with gate.start(speech):
+    with starting(gate, speech):
         pass
     report = stats(running=1, room=0, taken_at=time.monotonic() - 0.2)
     with pytest.raises(RequestRejected):
@@ -78,7 +88,7 @@ def test_with_no_speech_of_its_own_in_flight_a_stale_full_report_refuses_nothing
 def test_speeches_being_started_or_admitted_since_the_report_take_its_room():
     gate = EarlyRefusal(admission_on=True)
     report = stats(running=2, room=2)
-    with gate.start(Speech()), gate.start(Speech()):
+    with starting(gate, Speech()), starting(gate, Speech()):
         with pytest.raises(RequestRejected):
             gate.check(report)
     with pytest.raises(RequestRejected):  # both admitted after the report was taken
@@ -89,7 +99,7 @@ def test_speeches_being_started_or_admitted_since_the_report_take_its_room():
 def test_a_speech_the_engine_refused_takes_no_room():
     gate = busy_gate()
     report = stats(running=1, room=1)
-    with pytest.raises(ValueError), gate.start(Speech()):
+    with pytest.raises(ValueError), starting(gate, Speech()):
         raise ValueError("refused by the engine")
     gate.check(report)
 
@@ -107,3 +117,29 @@ def test_the_gate_counts_the_room_for_short_speeches():
     gate.check(EngineStats(num_running=6, room=Room(0, 0, 1.0, usual_full.room.taken_at, short_in_time=1)))
     with pytest.raises(RequestRejected):
         gate.check(usual_full)  # a report without the short figure: the usual size's
+
+
+def test_speeches_arriving_together_cannot_all_pass_on_one_room():
+    """The check and the claim are one: a speech that passed counts as starting while it is
+    planned and prepared (which yields to the event loop), so the next arrival finds the room
+    taken and is refused at once, not after its own preparation."""
+    gate = busy_gate()
+    report = stats(running=2, room=1)
+    with gate.claim(report) as admitted:
+        with pytest.raises(RequestRejected):
+            with gate.claim(report):
+                pass
+        assert gate.starting == 1
+        admitted(Speech())
+    assert (gate.starting, gate.active) == (0, 2)
+
+
+def test_a_claim_whose_body_fails_or_never_admits_takes_no_room():
+    gate = busy_gate()
+    report = stats(running=1, room=1)
+    with pytest.raises(ValueError), gate.claim(report):
+        raise ValueError("the planner refused the text")
+    with gate.claim(report):
+        pass  # prepared, then refused by the engine: never admitted
+    gate.check(report)
+    assert (gate.starting, gate.active) == (0, 1)
