@@ -5,6 +5,7 @@ own, so an engine core process counts with its API process), and /proc/stat for 
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass
@@ -27,12 +28,14 @@ class CpuSample:
 
 
 class CpuMeter:
-    """Starts at `start`, reads at `stop`: the CPU the server's processes and the machine used
-    in between, as percent of one core (200 %: both cores of the 2-core machine busy)."""
+    """Starts at `start`, ends at `end` (or at `stop`, when `end` was not called), and reports at
+    `stop`: the CPU the server's processes and the machine used in between, as percent of one
+    core (200 %: both cores of the 2-core machine busy)."""
 
     def __init__(self, server_cpu_seconds) -> None:
         self._server = server_cpu_seconds  # () -> CPU seconds of the server's processes so far
         self._start: CpuSample | None = None
+        self._end: CpuSample | None = None
 
     def _sample(self) -> CpuSample:
         return CpuSample(time.monotonic(), self._server(), machine_busy_seconds())
@@ -40,9 +43,20 @@ class CpuMeter:
     def start(self) -> None:
         self._start = self._sample()
 
+    def end(self) -> None:
+        """Ends the stretch now (a level's measured window), to be reported by `stop` later."""
+        self._end = self._sample()
+
+    async def over(self, starts_in: float, seconds: float) -> None:
+        """Starts `starts_in` seconds from now and ends `seconds` later (a level's window)."""
+        await asyncio.sleep(starts_in)
+        self.start()
+        await asyncio.sleep(seconds)
+        self.end()
+
     def stop(self, audio_seconds: float) -> dict:
-        """The figures since `start`, with `audio_seconds` of audio served in that time."""
-        end = self._sample()
+        """The figures from `start` to `end` (or to now), with `audio_seconds` of audio served in that time."""
+        end = self._end or self._sample()
         wall = end.wall - self._start.wall
         server = end.server - self._start.server
         return {"server_cpu_pct": 100.0 * server / wall if wall > 0 else None,

@@ -31,7 +31,7 @@ from benchmarks.corpus import BenchRequest, CorpusConfig, build_corpus
 from benchmarks.drivers import Driver, EngineDriver
 from benchmarks.http_drivers import chorus_driver
 from benchmarks.trace import RequestTrace, summarize
-from benchmarks.workloads import RunResult, closed_loop, poisson
+from benchmarks.workloads import LevelTiming, RunResult, closed_loop, poisson
 from model.families.orpheus.layout import FRAME_TOKENS
 
 SYSTEMS = {"engine": "chorus engine", "sequential": "sequential", "static": "static batching",
@@ -74,8 +74,10 @@ async def sweep_system(system: str, corpus: list[BenchRequest], args: argparse.N
         levels = []
         for n in args.concurrency:
             with tqdm(desc=f"{driver.name} x{n}", unit="req", leave=False, file=sys.stderr) as bar:
-                result = await closed_loop(driver, itertools.cycle(corpus), n, args.level_seconds,
-                                           args.drain_seconds, bar.update)
+                # NOTE: no warm-up: every client starts at once, so each sends from the level's first
+                # moment to its last and the whole level is its window (summarize counts every request).
+                timing = LevelTiming(0.0, args.level_seconds, args.drain_seconds)
+                result = await closed_loop(driver, itertools.cycle(corpus), n, timing, on_done=bar.update)
             levels.append(level_record(n, result, args, criteria))
             print(f"  {driver.name:34s} x{n:<3d} " + short_line(levels[-1]), file=sys.stderr)
             if not levels[-1]["passes"] and not args.full_sweep:

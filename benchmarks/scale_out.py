@@ -11,10 +11,10 @@ serving benchmark (benchmarks/serving.py):
 Ray's own processes (proxy, controller) and the load generator float over every CPU, as they
 would beside replicas on a real node. Per system: closed-loop levels, capacity by the serving
 criteria (every level up to it ≥ 99 % of requests admitted and viable at a 200 ms buffer, p95
-TTFA ≤ 250 ms):
+TTFA ≤ 250 ms), each level a warm-up and a measured window as the serving benchmark's:
 
-    python -m benchmarks.scale_out                    # joe, levels 1-8, ~15 min on 2 cores
-    python -m benchmarks.scale_out --quick            # levels 1 and 2, 3 s each: the smoke test
+    python -m benchmarks.scale_out                    # joe, levels 1-8, ~20 min on 2 cores
+    python -m benchmarks.scale_out --quick            # levels 1 and 2, 3 s windows: the smoke test
 """
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ from benchmarks.serving import level_record, short_line, workload
 from benchmarks.server_process import HOST, ServerProcess, free_port
 from benchmarks.serving_metrics import serving_capacity
 from benchmarks.trace import RequestTrace
-from benchmarks.workloads import closed_loop
+from benchmarks.workloads import LevelTiming, add_level_args, closed_loop
 
 SYSTEMS = ("direct", "ray-1", "ray-2")
-QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, settle_seconds=5.0)
+QUICK = dict(concurrency=[1, 2], ramp_seconds=1.0, level_seconds=3.0, drain_seconds=10.0, settle_seconds=5.0)
 # Targets of the scale-out issue (#16).
 MIN_SCALING = 1.5
 MAX_PROXY_TTFA_MS = 10.0
@@ -111,7 +111,7 @@ async def measure(system: str, args: argparse.Namespace) -> dict:
             levels = []
             for n in args.concurrency:
                 settle = server.wait_idle(args.settle_seconds)
-                result = await closed_loop(driver, requests, n, args.level_seconds, args.drain_seconds, lambda *_: None)
+                result = await closed_loop(driver, requests, n, LevelTiming.from_args(args))
                 record = level_record(n, result, settle)
                 record.pop("traces")
                 print(short_line(system, f"x{n}", record), file=sys.stderr)
@@ -168,8 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--voice", default="joe")
     parser.add_argument("--server-flags", default="", help="more `chorus serve` flags for every system, one string")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
-    parser.add_argument("--level-seconds", type=float, default=20.0)
-    parser.add_argument("--drain-seconds", type=float, default=15.0)
+    add_level_args(parser)
     parser.add_argument("--settle-seconds", type=float, default=20.0)
     parser.add_argument("--quick", action="store_true", help=f"the smoke test's settings: {QUICK}")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")

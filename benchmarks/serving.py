@@ -7,19 +7,28 @@ piper.http_server` with the .onnx `joe` was distilled from; the sentence server 
 Same texts (the 30 eval sentences and 10 paragraphs, cycled), same client
 (`benchmarks/http_drivers.py`):
 
-    python -m benchmarks.serving              # full run, ~25 min on the 2-core machine
+    python -m benchmarks.serving              # full run, ~40 min on the 2-core machine
     python -m benchmarks.serving --quick      # levels 1 and 2, a small burst, pcm: the smoke test
 
 For Qwen3-TTS on a GPU, `--systems chorus vllm-omni --model <folder or random-qwen3-*> --voice
 vivian` measures Chorus beside vLLM-Omni's own server on the same checkpoint folder
 (benchmarks/vllm_omni_peer.py; vLLM and vLLM-Omni installed, benchmarks/GPU_RUN.md).
 
-Per system: closed-loop levels (`--concurrency`, `--level-seconds` each, then at most
-`--drain-seconds`), paced listeners (`--paced`: each listener asks for its next reply once the
-last has played out, the figure an operator sizes by), Poisson arrivals and bursts sized from the
-first system's capacity, and the input-length run (TTFA of one sentence against all 30 in one
-input). Every level also records the CPU the server's processes and the whole machine used
-(`benchmarks/cpu_meter.py`), and the audio served per CPU-second.
+Per system: closed-loop levels (`--concurrency`), paced listeners (`--paced`: each listener asks
+for its next reply once the last has played out, the figure an operator sizes by), Poisson
+arrivals and bursts sized from the first system's capacity, and the input-length run (TTFA of one
+sentence against all 30 in one input).
+
+A closed-loop or paced level holds its nominal load through its measured window
+(`benchmarks/workloads.py`): its clients start at random moments over `--ramp-seconds` (the
+warm-up), then every one of them keeps sending for `--level-seconds` (the window, by default at
+least twice the longest text's speech, so a reply of every length sent in its first half plays out
+within it), then requests still open get at most `--drain-seconds`. Its figures are of the
+requests sent in the window (the warm-up's stay in the JSON with `counted` false); beside the
+nominal level it reports the mean clients that held load and the mean streams in flight over the
+window, and the audio that arrived in it per second (`benchmarks/serving_metrics.py`). Every
+level also records the CPU the server's processes and the whole machine used (a level of clients:
+over its window; `benchmarks/cpu_meter.py`), and the audio served per CPU-second.
 """
 from __future__ import annotations
 
@@ -36,16 +45,18 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from api.speech.spoken_budget import spoken_by
 from benchmarks.corpus import BenchRequest
 from benchmarks.http_drivers import HttpDriver, chorus_driver, connection_floor
 from benchmarks.input_length import input_length_run
 from benchmarks.cpu_meter import CpuMeter
 from benchmarks.peers import piper_driver, piper_sentence_driver, piper_sentence_server, piper_server
 from benchmarks.server_process import ServerProcess, chorus_server, free_port
-from benchmarks.serving_metrics import PACED_CRITERIA, SERVING_CRITERIA, level_summary, serving_capacity
+from benchmarks.serving_metrics import PACED_CRITERIA, SERVING_CRITERIA, level_summary, serving_capacity, window_summary
 from benchmarks.trace import RequestTrace, percentile
 from benchmarks.vllm_omni_peer import vllm_omni_driver, vllm_omni_server
-from benchmarks.workloads import RunResult, burst, closed_loop, paced, poisson
+from benchmarks.workloads import (ClientLevel, LevelTiming, RunResult, add_level_args, burst, closed_loop, paced,
+                                  poisson)
 from evaluation import eval_sentences, paragraphs
 
 SYSTEMS = ("chorus", "piper", "piper-sentences", "vllm-omni")
@@ -55,10 +66,15 @@ DEFAULT_SYSTEMS = ("chorus", "piper", "piper-sentences")
 # run are `--input-formats`.
 PEER_FORMATS = {"piper": ("wav",), "piper-sentences": ("pcm",), "vllm-omni": ("pcm",)}
 MIN_POISSON_REQUESTS = 20
-# Seconds of load: too short for Poisson arrivals to say anything, so none.
-QUICK = dict(concurrency=[1, 2], level_seconds=3.0, drain_seconds=10.0, poisson_fractions=[],
-             burst_multiples=[2.0], input_length_reps=1, input_formats=["pcm"], settle_seconds=5.0,
-             paced=[2], paced_spread_seconds=1.0)
+# A window this many times the longest text's speech: a reply of every length sent in its first
+# half plays out within it, so every length in the mix is sent and heard in the window.
+WINDOW_TEXTS = 2.0
+# Seconds of load: too short for Poisson arrivals to say anything, so none. Four listeners and 5 s
+# windows: three of any four texts in a row are sentences (2-5 s of speech), so some listener hears
+# its first reply out and asks again within the window (two listeners in 3 s could both still be
+# listening when it ends, and the level would count no request).
+QUICK = dict(concurrency=[1, 2], ramp_seconds=1.0, level_seconds=5.0, drain_seconds=10.0, poisson_fractions=[],
+             burst_multiples=[2.0], input_length_reps=1, input_formats=["pcm"], settle_seconds=5.0, paced=[4])
 
 
 def workload(voice: str) -> list[BenchRequest]:
@@ -68,6 +84,18 @@ def workload(voice: str) -> list[BenchRequest]:
     step = len(sentences) // len(paras)
     texts = [text for i, para in enumerate(paras) for text in (*sentences[i * step:(i + 1) * step], para)]
     return [BenchRequest(text, voice) for text in texts]
+
+
+def window_check(texts: list[BenchRequest], window_s: float) -> dict:
+    """The longest text's speech (as the server estimates it, api/speech/spoken_budget.py) against
+    the window; a window too short to hear every length is said on stderr and in the report, not
+    refused (the smoke test's is)."""
+    longest = max(spoken_by(request.text).seconds for request in texts)
+    covers = window_s >= WINDOW_TEXTS * longest
+    if not covers:
+        print(f"note: a {window_s:g} s window is under {WINDOW_TEXTS:g}× the longest text's speech "
+              f"(~{longest:.0f} s): the longest replies are under-sampled", file=sys.stderr)
+    return {"longest_text_speech_s": round(longest, 1), "window_covers_every_length": covers}
 
 
 def start_server(system: str, args: argparse.Namespace) -> ServerProcess:
@@ -97,15 +125,26 @@ def checkpoint_folder(model: str) -> Path:
 
 
 def level_record(load: float, result: RunResult, settle_s: float, cpu: dict) -> dict:
-    return {"load": load, "wall_seconds": result.wall_seconds, "settle_seconds": settle_s,
-            **level_summary(result.traces, result.wall_seconds), **cpu,
-            "traces": [{"sent": round(t.sent, 4), "ok": t.ok, "refused_at": t.refused_at, "retry_after": t.retry_after,
-                        "error": t.error, "chunks": [(round(a, 4), n) for a, n in t.chunks]} for t in result.traces]}
+    """A level's figures and every trace; a trace is `counted` when the figures count it (a level
+    of clients counts the requests sent in its window, `window` on the traces' clock)."""
+    level = result.level
+    summary = window_summary(result.traces, level) if level else level_summary(result.traces, result.wall_seconds)
+    window = {"window": [round(level.window.start, 4), round(level.window.end, 4)]} if level else {}
+    return {"load": load, "wall_seconds": result.wall_seconds, "settle_seconds": settle_s, **summary, **cpu, **window,
+            "traces": [trace_record(t, level) for t in result.traces]}
+
+
+def trace_record(trace: RequestTrace, level: ClientLevel | None) -> dict:
+    return {"sent": round(trace.sent, 4), "counted": level is None or level.window.holds(trace.sent), "ok": trace.ok,
+            "refused_at": trace.refused_at, "retry_after": trace.retry_after, "error": trace.error,
+            "ended_at": None if trace.ended_at is None else round(trace.ended_at, 4),
+            "chunks": [(round(a, 4), n) for a, n in trace.chunks]}
 
 
 def short_line(name: str, label: str, level: dict) -> str:
     ttfa = level["ttfa_p95"]
-    return (f"  {name:18s} {label:>12s} {level['requests']:4d} req  p95 TTFA "
+    held = "" if level.get("held_clients") is None else f"  held {level['held_clients']:.1f}"
+    return (f"  {name:18s} {label:>12s}{held} {level['requests']:4d} req  p95 TTFA "
             f"{'-' if ttfa is None else f'{1000 * ttfa:.0f} ms':>8s}  viable@200ms "
             f"{level['viable_pct_200ms'] or 0:5.1f} %  429 {level['refused_pct'] or 0:4.1f} %  "
             f"{level['audio_s_per_wall_s']:.2f} audio s/s  CPU {level['server_cpu_pct'] or 0:.0f} % "
@@ -145,23 +184,30 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
             for request in texts[:2]:  # warm-up, not recorded; a server that cannot serve it stops the run
                 await driver.run(request, RequestTrace(time.monotonic(), driver.sample_rate))
 
-            async def measured(label: str, load: float, run) -> dict:
+            async def measured(label: str, load: float, run, timing: LevelTiming | None = None) -> dict:
+                """A level's record; a level of clients (`timing`) has its CPU metered over its window."""
                 settle = server.wait_idle(args.settle_seconds)
                 meter = CpuMeter(server.cpu_seconds)
-                meter.start()
+                window = asyncio.create_task(meter.over(timing.ramp_s, timing.window_s)) if timing else None
+                if window is None:
+                    meter.start()
                 with tqdm(desc=f"{system} {label}", unit="req", leave=False, file=sys.stderr) as bar:
                     result = await run(bar.update)
+                if window is not None:
+                    await window
                 served = sum(t.audio_seconds for t in result.traces if t.ok)
-                record = level_record(load, result, settle, meter.stop(served))
+                record = level_record(load, result, settle, {})
+                if window is not None:  # the audio that arrived in the window, as the CPU was
+                    served = record["audio_s_per_wall_s"] * timing.window_s
+                record.update(meter.stop(served))
                 print(short_line(system, label, record), file=sys.stderr)
                 return record
 
-            requests = itertools.cycle(texts)
+            requests, timing = itertools.cycle(texts), LevelTiming.from_args(args)
             closed = [await measured(f"x{n}", n, lambda done, n=n: closed_loop(
-                driver, requests, n, args.level_seconds, args.drain_seconds, done)) for n in args.concurrency]
+                driver, requests, n, timing, args.seed, done), timing) for n in args.concurrency]
             listened = [await measured(f"{n} paced", n, lambda done, n=n: paced(
-                driver, requests, n, args.level_seconds, args.drain_seconds, args.paced_spread_seconds, args.seed, done))
-                for n in args.paced]
+                driver, requests, n, timing, args.seed, done), timing) for n in args.paced]
             loads = loads or derived_loads(closed, args)
             poissons = [await measured(f"{rate:g}/s", rate, lambda done, rate=rate: poisson(
                 driver, requests, rate, poisson_seconds(rate, args), args.drain_seconds, args.seed, done))
@@ -195,15 +241,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vllm-omni-flags", default="",
                         help="more `vllm serve <folder> --omni` flags, one string (e.g. its Qwen3-TTS --deploy-config)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
-    parser.add_argument("--level-seconds", type=float, default=20.0, help="how long clients keep sending per level")
-    parser.add_argument("--drain-seconds", type=float, default=15.0,
-                        help="then how long open requests may finish (later: client timeouts)")
+    add_level_args(parser)
     parser.add_argument("--settle-seconds", type=float, default=30.0,
                         help="before each level, wait at most this long for the server to go idle")
     parser.add_argument("--paced", type=int, nargs="*", default=[16, 32, 48, 64],
                         help="paced-listener levels: listeners, each asking for its next reply once the last has played out")
-    parser.add_argument("--paced-spread-seconds", type=float, default=10.0,
-                        help="paced listeners start at random moments within this many seconds")
     parser.add_argument("--poisson-fractions", type=float, nargs="*", default=[0.5, 1.0, 1.5],
                         help="Poisson rates as fractions of the capacity's request rate")
     parser.add_argument("--burst-multiples", type=float, nargs="*", default=[2.0, 4.0],
@@ -223,14 +265,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def run_all(args: argparse.Namespace) -> dict:
-    systems, loads = [], None
+    systems, loads, texts = [], None, workload(args.voice)
+    window = window_check(texts, args.level_seconds)
     for system in args.systems:
         systems.append(await measure_system(system, args, loads))
         loads = systems[0]["loads"]
-    return {"criteria": {"min_viable_pct": SERVING_CRITERIA.min_viable_pct, "max_ttfa_p95_s": SERVING_CRITERIA.max_ttfa_p95_s,
-                         "client_buffer_ms": 200},
-            "workload": {"texts": len(workload(args.voice)), "model": args.model, "voice": args.voice,
-                         "level_seconds": args.level_seconds, "drain_seconds": args.drain_seconds},
+    criteria = SERVING_CRITERIA
+    return {"criteria": {"min_viable_pct": criteria.min_viable_pct, "max_ttfa_p95_s": criteria.max_ttfa_p95_s,
+                         "min_held_pct": criteria.min_held_pct, "client_buffer_ms": 200},
+            "workload": {"texts": len(texts), "model": args.model, "voice": args.voice,
+                         "ramp_seconds": args.ramp_seconds, "level_seconds": args.level_seconds,
+                         "drain_seconds": args.drain_seconds, **window},
             "systems": systems}
 
 

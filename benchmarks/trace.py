@@ -22,6 +22,8 @@ class RequestTrace:
     Times share one monotonic clock for the whole run; `chunks` is in arrival order, so arrival
     times never decrease. A request ends one of three ways: served (`ok`), refused by the server
     (`refused_at` set: an HTTP 429, `ok` False) or failed (`error` names how, `ok` False).
+    `ended_at` is when the client saw it end, whichever way (the load generators set it; None:
+    not recorded).
     """
 
     sent: float
@@ -32,6 +34,7 @@ class RequestTrace:
     # The refusal's Retry-After header as sent (None: absent).
     retry_after: str | None = None
     error: str | None = None
+    ended_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.sample_rate <= 0:
@@ -82,6 +85,30 @@ class RequestTrace:
         if self.finished_at is None or self.audio_seconds == 0:
             return None
         return (self.finished_at - self.sent) / self.audio_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A stretch [start, end) of the run's clock, such as a load level's measured window.
+    Invariant: end > start."""
+
+    start: float
+    end: float
+
+    def __post_init__(self) -> None:
+        if not self.end > self.start:
+            raise ValueError(f"a window must end after it starts, got [{self.start}, {self.end})")
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    def holds(self, at: float) -> bool:
+        return self.start <= at < self.end
+
+    def overlap(self, start: float, end: float) -> float:
+        """Seconds of [start, end) inside the window (0 for a stretch wholly outside it)."""
+        return max(0.0, min(end, self.end) - max(start, self.start))
 
 
 def underrun_seconds(trace: RequestTrace, client_buffer_s: float = 0.0) -> float:

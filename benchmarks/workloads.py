@@ -1,11 +1,23 @@
 """Closed-loop, paced-listener, Poisson and burst load against a driver; every request's trace is kept.
 
-A run stops by itself: clients stop sending at `duration_s`, requests still open `drain_s`
-later are cancelled and count as failed, as client timeouts (their audio did not arrive in time
-anyway).
+A level of clients (closed loop, paced listeners) runs on its own clock (`LevelTiming`):
+
+    | ramp (the warm-up)      | measured window                         | drain              |
+    | each client starts at a | every client keeps sending; the level's | nothing is sent;   |
+    | random moment in it     | figures count the requests sent in here | open requests end  |
+
+so that every client holds its load through the whole window: all of a paced level's listeners
+have arrived before it opens. A client *holds load* from sending a request until it may send its
+next (`ClientLevel.held`): while the request is in flight, while a listener plays its reply, and
+while a refused client waits as Retry-After says. Requests sent in the ramp are kept, not counted.
+
+Poisson arrivals and bursts have no window: every request counts. Every run stops by itself:
+requests still open `drain_s` after the last may be sent are cancelled and count as failed, as
+client timeouts (their audio did not arrive in time anyway).
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import time
@@ -14,15 +26,75 @@ from typing import Callable, Iterator
 
 from benchmarks.corpus import BenchRequest
 from benchmarks.drivers import Driver
-from benchmarks.trace import RequestTrace
+from benchmarks.trace import RequestTrace, Window
+
+
+@dataclass(frozen=True, slots=True)
+class LevelTiming:
+    """A level of clients' clock, in seconds from its start: clients start at random moments in
+    [0, ramp_s), send while it is before ramp_s + window_s, and the measured window is
+    [ramp_s, ramp_s + window_s); requests still open drain_s after the window are cancelled.
+    Invariant: ramp_s ≥ 0, window_s > 0, drain_s ≥ 0."""
+
+    ramp_s: float
+    window_s: float
+    drain_s: float
+
+    def __post_init__(self) -> None:
+        if self.ramp_s < 0 or not self.window_s > 0 or self.drain_s < 0:
+            raise ValueError(f"a level needs ramp_s >= 0, window_s > 0 and drain_s >= 0, got {self}")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LevelTiming:
+        return cls(args.ramp_seconds, args.level_seconds, args.drain_seconds)
+
+    def window(self, started: float) -> Window:
+        return Window(started + self.ramp_s, started + self.ramp_s + self.window_s)
+
+
+def add_level_args(parser: argparse.ArgumentParser) -> None:
+    """`LevelTiming`'s flags, as the benchmarks that run levels of clients take them."""
+    parser.add_argument("--ramp-seconds", type=float, default=4.0,
+                        help="the warm-up: a level's clients start at random moments within it; its requests are "
+                             "kept in the JSON, not counted")
+    parser.add_argument("--level-seconds", type=float, default=30.0,
+                        help="the measured window after the warm-up: every client keeps sending, and the figures "
+                             "count the requests sent in it (Poisson levels: how long requests arrive)")
+    parser.add_argument("--drain-seconds", type=float, default=15.0,
+                        help="then how long open requests may finish (later: client timeouts)")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLevel:
+    """A level as it ran: `clients` clients on `timing`'s clock from `started`, each sending its
+    next request at `next_send(its last trace)` (at once when that has passed) while the window is
+    open. Invariant: a client has one request out at a time and sends its next no earlier than
+    `held` says, so the stretches its traces held never overlap and their count at any moment is
+    the number of clients holding load."""
+
+    clients: int
+    started: float
+    timing: LevelTiming
+    next_send: Callable[[RequestTrace], float]
+
+    @property
+    def window(self) -> Window:
+        return self.timing.window(self.started)
+
+    def held(self, trace: RequestTrace) -> tuple[float, float]:
+        """The stretch in which the client that sent `trace` held load for it: from its send to
+        when it could send again (a stream that stalled past its playback: when it ended)."""
+        return trace.sent, max(trace.ended_at, self.next_send(trace))
 
 
 @dataclass(slots=True)
 class RunResult:
-    """All requests sent during one load level, and the wall time from first send to last end."""
+    """All requests sent during one load level, and the wall time from first send to last end;
+    `level`: how a level of clients ran (None: Poisson arrivals or a burst, every request counts)."""
 
     traces: list[RequestTrace]
     wall_seconds: float
+    level: ClientLevel | None = None
 
 
 async def _measure(driver: Driver, request: BenchRequest, traces: list[RequestTrace],
@@ -36,6 +108,8 @@ async def _measure(driver: Driver, request: BenchRequest, traces: list[RequestTr
         raise
     except Exception:  # noqa: BLE001 - a failed request is a data point, not the end of the run
         trace.fail("other")
+    finally:
+        trace.ended_at = time.monotonic()
     on_done()
     return trace
 
@@ -49,31 +123,54 @@ def retry_after_seconds(trace: RequestTrace) -> float:
         return 0.0
 
 
-async def _finish(tasks: list[asyncio.Task], started: float, traces: list[RequestTrace], stop_at: float) -> RunResult:
+def closed_loop_next_send(trace: RequestTrace) -> float:
+    """A closed-loop client's next request: as soon as the last ended, or as long after it as
+    Retry-After says (without the wait, refused clients would spin and the run would measure how
+    fast 429s can be sent)."""
+    return trace.ended_at + retry_after_seconds(trace)
+
+
+def listener_next_send(trace: RequestTrace) -> float:
+    """A listener's next request: once the reply has played out, in real time from its first
+    byte; a refused or failed request is followed as a closed-loop client follows it."""
+    if trace.ok and trace.first_audio_at is not None:
+        return trace.first_audio_at + trace.audio_seconds
+    return closed_loop_next_send(trace)
+
+
+async def _finish(tasks: list[asyncio.Task], started: float, traces: list[RequestTrace], stop_at: float,
+                  level: ClientLevel | None = None) -> RunResult:
     if tasks:
         _, pending = await asyncio.wait(tasks, timeout=max(0.0, stop_at - time.monotonic()))
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-    return RunResult(traces, time.monotonic() - started)
+    return RunResult(traces, time.monotonic() - started, level)
 
 
-async def closed_loop(driver: Driver, requests: Iterator[BenchRequest], concurrency: int, duration_s: float,
-                      drain_s: float, on_done: Callable[[], None] = lambda: None) -> RunResult:
-    """`concurrency` clients, each sending its next request as soon as the last one ended; a
-    refused client first waits as long as Retry-After says, as an OpenAI client does (without
-    it, refused clients would spin and the run would measure how fast 429s can be sent)."""
+async def _clients(driver: Driver, requests: Iterator[BenchRequest], count: int, timing: LevelTiming, seed: int,
+                   on_done: Callable[[], None], next_send: Callable[[RequestTrace], float]) -> RunResult:
+    """`count` clients on `timing`'s clock, each following `next_send` after each of its requests."""
+    rng = random.Random(seed)
     traces: list[RequestTrace] = []
-    started = time.monotonic()
+    level = ClientLevel(count, time.monotonic(), timing, next_send)
+    ends = level.window.end
 
-    async def client() -> None:
-        while time.monotonic() < started + duration_s:
+    async def client(offset: float) -> None:
+        await asyncio.sleep(offset)
+        while time.monotonic() < ends:
             trace = await _measure(driver, next(requests), traces, on_done)
-            if not trace.admitted:
-                await asyncio.sleep(min(retry_after_seconds(trace), max(0.0, started + duration_s - time.monotonic())))
+            await asyncio.sleep(max(0.0, min(next_send(trace), ends) - time.monotonic()))
 
-    tasks = [asyncio.create_task(client()) for _ in range(concurrency)]
-    return await _finish(tasks, started, traces, started + duration_s + drain_s)
+    tasks = [asyncio.create_task(client(rng.uniform(0.0, timing.ramp_s))) for _ in range(count)]
+    return await _finish(tasks, level.started, traces, ends + timing.drain_s, level)
+
+
+async def closed_loop(driver: Driver, requests: Iterator[BenchRequest], concurrency: int, timing: LevelTiming,
+                      seed: int = 0, on_done: Callable[[], None] = lambda: None) -> RunResult:
+    """`concurrency` clients, each sending its next request as soon as the last one ended; a
+    refused client first waits as long as Retry-After says, as an OpenAI client does."""
+    return await _clients(driver, requests, concurrency, timing, seed, on_done, closed_loop_next_send)
 
 
 async def poisson(driver: Driver, requests: Iterator[BenchRequest], rate: float, duration_s: float,
@@ -100,26 +197,10 @@ async def burst(driver: Driver, requests: Iterator[BenchRequest], count: int, dr
     return await _finish(tasks, started, traces, started + drain_s)
 
 
-async def paced(driver: Driver, requests: Iterator[BenchRequest], listeners: int, duration_s: float, drain_s: float,
-                spread_s: float, seed: int = 0, on_done: Callable[[], None] = lambda: None) -> RunResult:
+async def paced(driver: Driver, requests: Iterator[BenchRequest], listeners: int, timing: LevelTiming,
+                seed: int = 0, on_done: Callable[[], None] = lambda: None) -> RunResult:
     """`listeners` clients that each listen to their reply before asking for the next, as the
-    callers of a voice agent do: each starts at a random moment in the first `spread_s`
-    seconds, and sends its next request once the audio of the last has played out (in real time
-    from its first byte); a refused or failed request is followed at once (after Retry-After)."""
-    rng = random.Random(seed)
-    traces: list[RequestTrace] = []
-    started = time.monotonic()
-    ends = started + duration_s
-
-    async def listener(offset: float) -> None:
-        await asyncio.sleep(offset)
-        while time.monotonic() < ends:
-            trace = await _measure(driver, next(requests), traces, on_done)
-            if trace.ok and trace.first_audio_at is not None:
-                played_out = trace.first_audio_at + trace.audio_seconds
-            else:
-                played_out = time.monotonic() + retry_after_seconds(trace)
-            await asyncio.sleep(max(0.0, min(played_out, ends) - time.monotonic()))
-
-    tasks = [asyncio.create_task(listener(rng.uniform(0.0, spread_s))) for _ in range(listeners)]
-    return await _finish(tasks, started, traces, ends + drain_s)
+    callers of a voice agent do: each sends its next request once the audio of the last has played
+    out (in real time from its first byte); a refused or failed request is followed at once (after
+    Retry-After)."""
+    return await _clients(driver, requests, listeners, timing, seed, on_done, listener_next_send)

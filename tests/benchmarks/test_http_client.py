@@ -15,7 +15,7 @@ from benchmarks.audio_bodies import Mp3Body, PcmBody, WavBody
 from benchmarks.corpus import BenchRequest
 from benchmarks.http_drivers import HttpDriver, connection_floor
 from benchmarks.trace import RequestTrace
-from benchmarks.workloads import burst, closed_loop, paced
+from benchmarks.workloads import LevelTiming, burst, closed_loop, paced
 
 
 def read_in_pieces(reader, body: bytes, piece: int) -> list[int]:
@@ -128,7 +128,7 @@ class CountingDriver:
 
 def test_a_refused_closed_loop_client_waits_retry_after_before_its_next_request():
     driver = CountingDriver(refuse=True)
-    result = asyncio.run(closed_loop(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 2, 1.5, 1.0))
+    result = asyncio.run(closed_loop(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 2, LevelTiming(0.0, 1.5, 1.0)))
     # Two clients, each refused at 0 s and again after 1 s; the level ends at 1.5 s.
     assert len(result.traces) == 4
     assert all(not t.admitted for t in result.traces)
@@ -160,7 +160,7 @@ class ListenedDriver(CountingDriver):
 
 def test_a_paced_listener_asks_again_once_its_reply_has_played_out():
     driver = ListenedDriver(refuse=False)
-    result = asyncio.run(paced(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 1, 1.2, 1.0, spread_s=0.0))
+    result = asyncio.run(paced(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 1, LevelTiming(0.0, 1.2, 1.0)))
     # Each reply: first audio 50 ms after it was sent, then 0.3 s of playing: the next request
     # 0.35 s after the last; within 1.2 s that is 4 requests (at 0, 0.35, 0.7, 1.05 s).
     gaps = [b - a for a, b in zip(driver.sent, driver.sent[1:])]
@@ -168,11 +168,17 @@ def test_a_paced_listener_asks_again_once_its_reply_has_played_out():
     assert all(0.34 <= gap < 0.45 for gap in gaps)
 
 
-def test_paced_listeners_start_spread_out():
+def test_paced_listeners_all_arrive_in_the_ramp_and_listen_through_the_window():
     driver = ListenedDriver(refuse=False)
-    asyncio.run(paced(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 8, 0.3, 1.0, spread_s=0.25, seed=3))
+    result = asyncio.run(paced(driver, iter(lambda: BenchRequest("Hi.", "joe"), None), 8, LevelTiming(0.25, 0.8, 1.0),
+                               seed=3))
+    window = result.level.window
     first = sorted(driver.sent)[:8]
-    assert max(first) - min(first) > 0.1
+    assert max(first) - min(first) > 0.1 and max(first) < window.start  # spread over the ramp, all before the window
+    assert all(t.sent < window.end for t in result.traces)  # nothing is sent after the window
+    assert all(t.ok and t.ended_at >= t.sent for t in result.traces)  # the last in flight were read to their end
+    # Each listener is busy 0.35 s a request: about 0.8 / 0.35 requests each sent in the window.
+    assert 8 * 2 <= sum(window.holds(t.sent) for t in result.traces) <= 8 * 3
 
 
 def test_the_cpu_meter_sees_a_busy_loop():

@@ -79,7 +79,7 @@ def test_capacity_rule_250_ms_p95_and_99_percent_served_viable():
               level(16, 100.0, 0.1)]  # 16 passes again, but above a failure: noise, not capacity
     assert serving_capacity(levels) == 4
     assert serving_capacity([level(1, 98.9, 0.05), level(2, 100.0, 0.05)]) == 0
-    assert capacity_point(levels[0]) == {"viable_pct": 100.0, "ttfa_p95": 0.08}
+    assert capacity_point(levels[0]) == {"viable_pct": 100.0, "ttfa_p95": 0.08, "held_pct": None}
 
 
 def test_refusals_count_against_capacity():
@@ -91,13 +91,15 @@ def test_refusals_count_against_capacity():
 
 
 def closed(load: int, p95: float, audio: float, viable: float = 100.0) -> dict:
-    return {"load": load, "ttfa_p95": p95, "audio_s_per_wall_s": audio, "served_viable_pct_200ms": viable}
+    return {"load": load, "ttfa_p95": p95, "audio_s_per_wall_s": audio, "served_viable_pct_200ms": viable,
+            "refused_pct": 0.0}
 
 
 def burst(errors: dict, viable_200: float, refused_pct: float, retry_pct: float | None,
-          refusal_p99: float | None) -> dict:
+          refusal_p99: float | None, ttfa_p95: float = 0.2, floor_p99: float | None = 0.03) -> dict:
     return {"errors": errors, "viable_pct_200ms": viable_200, "refused_pct": refused_pct,
-            "retry_after_pct": retry_pct, "refusal_p99_s": refusal_p99}
+            "retry_after_pct": retry_pct, "refusal_p99_s": refusal_p99, "ttfa_p95": ttfa_p95,
+            "connection_floor_p99_s": floor_p99}
 
 
 def report(chorus_levels: list[dict], chorus_cap: float, piper_levels: list[dict], piper_cap: float,
@@ -127,17 +129,36 @@ def test_targets_against_constructed_runs():
     assert checks["capacity ÷ Piper's capacity"]["value"] == "inf" and checks["capacity ÷ Piper's capacity"]["met"]
     assert checks["TTFA p95 at 8 streams ÷ Piper's"]["value"] == pytest.approx(0.05)
     burst_checks = [c for name, c in checks.items() if name.startswith("burst 4×")]
-    assert [c["met"] for c in burst_checks] == [True, True, True]  # timeouts are not 5xx or dropped
-    assert len(checks) == 10
+    assert [c["met"] for c in burst_checks] == [True, True, True, True, True]  # timeouts are not 5xx or dropped
+    assert checks["closed loop 16 streams: TTFA p95 s"]["met"] is True
+    assert checks["paced capacity (listeners)"]["value"] is None  # no paced level in this run
+    assert len(checks) == 15
+
+
+def test_refusals_are_judged_against_the_connection_floor_and_listeners_per_cpu_against_piper_by_sentence():
+    chorus = [closed(1, 0.1, 1.0), closed(16, 0.2, 15.0) | {"refused_pct": 2.0}]
+    no_errors = {"5xx": 0, "dropped": 0, "timeout": 0, "other": 0}
+    run = report(chorus, 16, chorus, 1, burst(no_errors, 100.0, 50.0, 100.0, 0.12, floor_p99=0.08))
+    run["systems"][0] |= {"paced": [{"load": 16, "audio_s_per_cpu_s": 30.0}], "paced_capacity": 64}
+    run["systems"].append({"system": "piper-sentences", "closed_loop": [], "paced": [{"load": 16, "audio_s_per_cpu_s": 10.0}]})
+    checks = {c["target"]: c for c in targets(run)}
+    over_floor = checks["burst 4× capacity: 429 p99 − as many GET /health's p99 (the connection floor), s"]
+    assert over_floor["value"] == pytest.approx(0.04) and over_floor["met"] is True
+    assert checks["closed loop 16 streams: refused %"]["met"] is False
+    assert checks["paced capacity (listeners)"]["met"] is True
+    assert checks["16 paced listeners: audio s per server CPU s ÷ Piper by sentence's"]["value"] == pytest.approx(3.0)
+    no_floor = report(chorus, 16, chorus, 1, burst(no_errors, 100.0, 50.0, 100.0, 0.12, floor_p99=None))
+    assert {c["target"]: c for c in targets(no_floor)}[over_floor["target"]]["value"] is None
 
 
 def test_burst_targets_fail_on_a_slow_or_bare_refusal_and_on_a_5xx():
     chorus = [closed(1, 0.1, 1.0)]
     slow = burst({"5xx": 1, "dropped": 0, "timeout": 0, "other": 0}, 100.0, 50.0, 90.0, 0.02)
     checks = [c for c in targets(report(chorus, 1, chorus, 1, slow)) if c["target"].startswith("burst 4×")]
-    assert [c["met"] for c in checks] == [False, True, False]
-    late = burst({"5xx": 0, "dropped": 0, "timeout": 0, "other": 0}, 100.0, 50.0, 100.0, 0.15)
-    assert [c["met"] for c in targets(report(chorus, 1, chorus, 1, late)) if c["target"].startswith("burst 4×")][2] is False
+    assert [c["met"] for c in checks] == [False, True, True, False, True]
+    late = burst({"5xx": 0, "dropped": 0, "timeout": 0, "other": 0}, 100.0, 50.0, 100.0, 0.15, ttfa_p95=0.3)
+    assert [c["met"] for c in targets(report(chorus, 1, chorus, 1, late))
+            if c["target"].startswith("burst 4×")] == [True, True, False, True, False]
 
 
 def test_targets_without_a_peer_or_a_passing_level():
