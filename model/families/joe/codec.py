@@ -128,8 +128,9 @@ SHIPPED_DECODER = Path(__file__).parent / "weights"
 # The incremental graph's cache name: bump its version whenever istft_stream.py or
 # model/codecs/streaming_conv.py changes what the graph computes (the cache is keyed by weights).
 INCREMENTAL_GRAPH = "istft-incremental-v2"
-# The int8 incremental graph's cache name: bump with quantize.py's method, or with the float graph's.
-INT8_INCREMENTAL_GRAPH = INCREMENTAL_GRAPH + "-int8-v1"
+# The int8 incremental graph's cache name: the float graph's, the quantization method's version
+# (bump it when quantize.py changes how a recipe is applied) and the recipe's key.
+INT8_INCREMENTAL_GRAPH = INCREMENTAL_GRAPH + "-int8-v2"
 DECODERS = ("istft", "hifigan")
 # `int8`: onnxruntime on graphs quantized to int8 (model/families/joe/quantize.py), CPU and iSTFT only.
 RUNNERS = ("torch", "onnxruntime", "int8")
@@ -137,20 +138,21 @@ CODEC_CHOICES = DECODERS + tuple(f"{d}-{r}" for d in DECODERS for r in RUNNERS)
 
 
 def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
-                   folder: Path = SHIPPED_DECODER) -> JoeFrameCodec:
+                   folder: Path = SHIPPED_DECODER, int8_graph: Path | None = None) -> JoeFrameCodec:
     """`istft` (the default) is the distilled decoder whose head lies in `folder`, `hifigan` the
     teacher's. Either runs through onnxruntime on the CPU (faster there; the iSTFT decoder's graph
     is exported from our module once), the iSTFT decoder's streaming graph quantized to int8
     (`int8`, made once, model/families/joe/quantize.py), and through PyTorch on a GPU; a `-torch`,
     `-onnxruntime` (float) or `-int8` suffix forces one. Every HiFi-GAN weight comes from the
-    installed voice package."""
+    installed voice package. `int8_graph`: an int8 incremental graph to serve instead of the
+    default recipe's (benchmarks/int8_layers.py measures variants so)."""
     device = torch.device(device)
     if codec not in CODEC_CHOICES:
         raise ValueError(f"the joe codec must be one of {', '.join(CODEC_CHOICES)}, got {codec!r}")
     decoder, _, runner = codec.partition("-")
-    # NOTE: on the CPU the iSTFT decoder runs in int8 unless a runner is named: 1.4-1.5x the audio
-    # per wall second at 16 streams in the server, WER and spectral distance within their bounds
-    # (model/families/joe/quantize.py).
+    # NOTE: on the CPU the iSTFT decoder runs in int8 unless a runner is named: faster, and within
+    # a point of the float decoder's WER on the intelligibility gate, its interval included
+    # (benchmarks/intelligibility_gate.py; figures in model/families/joe/README.md).
     runner = runner or ("torch" if device.type != "cpu" else "int8" if decoder == "istft" else "onnxruntime")
     if runner in ("onnxruntime", "int8") and device.type != "cpu":
         raise ValueError("the onnxruntime codecs run on the CPU only")
@@ -176,7 +178,8 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
             export_incremental_onnx(incremental, stream_path)
         if runner == "int8":
             # NOTE: one int8 graph for windows and streams alike (IncrementalWholeCodec).
-            streaming = OnnxIncrementalDecoder(incremental, _int8_incremental_graph(folder, stream_path), threads)
+            graph = int8_graph or _int8_incremental_graph(folder, stream_path)
+            streaming = OnnxIncrementalDecoder(incremental, graph, threads)
             codec = IncrementalWholeCodec(streaming, teacher.config)
         else:
             codec = OnnxFrameCodec(path, ONNX_INPUT, ONNX_OUTPUT, threads)
@@ -189,14 +192,9 @@ def load_joe_codec(device: torch.device | str = "cpu", codec: str = "istft",
 
 
 def _int8_incremental_graph(folder: Path, float_graph: Path) -> Path:
-    """The int8 form of the incremental float graph (made once, calibrated on the teacher's
-    latents of quantize.CALIBRATION_TEXTS)."""
-    from model.families.joe.frontend import Phonemizer
-    from model.families.joe.quantize import CALIBRATION_TEXTS, calibration_latents, incremental_feeds, quantize_graph
+    """The int8 form of the incremental float graph by quantize.default_recipe() (made once)."""
+    from model.families.joe.quantize import default_recipe, make_int8_graph
 
-    target = onnx_path(folder, voice_key(), INT8_INCREMENTAL_GRAPH)
-    if not target.is_file():
-        phonemizer = Phonemizer()
-        latents = calibration_latents([ids for text in CALIBRATION_TEXTS for ids in phonemizer.sentence_ids(text)])
-        quantize_graph(float_graph, target, incremental_feeds(float_graph, latents))
-    return target
+    recipe = default_recipe()
+    target = onnx_path(folder, voice_key(), f"{INT8_INCREMENTAL_GRAPH}-{recipe.key}")
+    return target if target.is_file() else make_int8_graph(float_graph, target, recipe)
