@@ -10,9 +10,13 @@ step of 16 bits. Two speeches are "the same" here when they have the same length
 differs by more than SAME_AUDIO_LSB. On the speak socket one text's audio varies more from turn to
 turn: the student's frames differ in their last bits with the batch they are made in, which the
 float decoder turns into up to ~450 steps (correlation > 0.99995) and the int8 decoder served by
-default into up to ~10,000 (correlation 0.966-0.993: a rounding moved by a frame's last bit moves
-a quantized activation), the length always the same. So there "the same" is one length and a
-correlation of at least SIMILAR_AUDIO (a word said otherwise has another length).
+default into far more (a rounding moved by a frame's last bit moves a quantized activation): the
+recipe calibrated on 6 sentences gave correlations of 0.966-0.993, the one calibrated on 48
+(issue 53; its activation ranges are wider, so its steps coarser) 0.926 on "I like chwen." (0.914
+with the head's conv_in quantized too), the length always the same; both recipes are within a
+point of the float decoder's WER on 1,074 sentences (benchmarks/intelligibility_gate.py). So there
+"the same" is one length and a correlation of at least SIMILAR_AUDIO (a word said otherwise has
+another length).
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ from tests.engine.conftest import engine_config
 
 RATE = 24000  # pcm and linear16 as asked here: 24 kHz, s16le
 SAME_AUDIO_LSB = 4
-SIMILAR_AUDIO = 0.95
+SIMILAR_AUDIO = 0.9
 QWEN = [{"word": "Qwen", "say_as": "chwen"}]
 # Refused (and told) within this long: the parser stops at the first thing it does not read.
 REFUSED_WITHIN_S = 1.0
