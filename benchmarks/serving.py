@@ -124,13 +124,14 @@ def checkpoint_folder(model: str) -> Path:
     return resolve_model_path(model)
 
 
-def level_record(load: float, result: RunResult, settle_s: float, cpu: dict) -> dict:
+def level_record(load: float, result: RunResult, settle_s: float) -> dict:
     """A level's figures and every trace; a trace is `counted` when the figures count it (a level
-    of clients counts the requests sent in its window, `window` on the traces' clock)."""
+    of clients counts the requests sent in its window, `window` on the traces' clock); the caller
+    adds the CPU it metered (`measure_system`; scale_out records none)."""
     level = result.level
     summary = window_summary(result.traces, level) if level else level_summary(result.traces, result.wall_seconds)
     window = {"window": [round(level.window.start, 4), round(level.window.end, 4)]} if level else {}
-    return {"load": load, "wall_seconds": result.wall_seconds, "settle_seconds": settle_s, **summary, **cpu, **window,
+    return {"load": load, "wall_seconds": result.wall_seconds, "settle_seconds": settle_s, **summary, **window,
             "traces": [trace_record(t, level) for t in result.traces]}
 
 
@@ -196,7 +197,7 @@ async def measure_system(system: str, args: argparse.Namespace, loads: dict | No
                 if window is not None:
                     await window
                 served = sum(t.audio_seconds for t in result.traces if t.ok)
-                record = level_record(load, result, settle, {})
+                record = level_record(load, result, settle)
                 if window is not None:  # the audio that arrived in the window, as the CPU was
                     served = record["audio_s_per_wall_s"] * timing.window_s
                 record.update(meter.stop(served))

@@ -113,11 +113,11 @@ def test_a_level_that_did_not_hold_95_percent_of_its_load_does_not_count_toward_
 
 def test_the_json_keeps_the_warm_up_requests_flagged_and_the_window():
     traces = two_listeners()
-    record = level_record(2, RunResult(traces, 17.0, listeners(2)), 0.0, {})
+    record = level_record(2, RunResult(traces, 17.0, listeners(2)), 0.0)
     assert [t["counted"] for t in record["traces"]] == [False, True, True, False, True, True]
     assert record["window"] == [2.0, 12.0] and record["requests"] == 4
     assert record["held_pct"] == pytest.approx(83.55)
-    poisson = level_record(1.0, RunResult(traces, 17.0), 0.0, {})  # no clients: every request counts
+    poisson = level_record(1.0, RunResult(traces, 17.0), 0.0)  # no clients: every request counts
     assert poisson["requests"] == 6 and "held_pct" not in poisson and "window" not in poisson
 
 
