@@ -1,17 +1,19 @@
 """Speech servers over HTTP, measured as a user's client sees them: one streamed POST per request.
 
-`HttpDriver` is the client every HTTP system shares (the same httpx client, the same status
-handling, the same failure classes); a system differs only in the request body it sends and the
+`HttpDriver` is the client every HTTP system shares (the same lean HTTP/1.1 client,
+benchmarks/lean_http.py, the same status handling, the same failure classes); a system differs only in the request body it sends and the
 format of the body it gets back (`benchmarks/audio_bodies.py`). Only 127.0.0.1 is ever targeted.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Callable
 
 from benchmarks.audio_bodies import BodyAudio, Mp3Body, PcmBody, WavBody
 from benchmarks.corpus import BenchRequest
+from benchmarks.lean_http import LeanHttpClient
 from benchmarks.trace import RequestTrace
 
 # Each response format's reader, given the sample rate asked for.
@@ -45,52 +47,49 @@ class HttpDriver:
         self._http = None
 
     async def start(self) -> None:
-        import httpx
-
-        self._http = httpx.AsyncClient(base_url=self.base_url,
-                                       timeout=httpx.Timeout(self.timeout_s, connect=_CONNECT_TIMEOUT_S),
-                                       limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+        self._http = LeanHttpClient(self.base_url, _CONNECT_TIMEOUT_S)
 
     async def run(self, request: BenchRequest, trace: RequestTrace) -> None:
-        import httpx
-
+        body = json.dumps(self.request_body(request)).encode()
         try:
-            async with self._http.stream("POST", self.path, json=self.request_body(request)) as response:
-                if response.status_code == 429:
+            async with asyncio.timeout(self.timeout_s), self._http.request("POST", self.path, body) as response:
+                if response.status == 429:
                     trace.refuse(time.monotonic(), response.headers.get("retry-after"))
+                    await response.read()  # small: read, so that its connection serves the next request
                     return
-                if response.status_code != 200:
-                    trace.fail("5xx" if response.status_code >= 500 else f"http {response.status_code}")
-                    raise RuntimeError(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
+                if response.status != 200:
+                    trace.fail("5xx" if response.status >= 500 else f"http {response.status}")
+                    raise RuntimeError(f"HTTP {response.status}: {(await response.read())[:200]!r}")
                 audio = self.body_audio()
-                async for data in response.aiter_raw():
+                async for data in response.pieces():
                     trace.record(time.monotonic(), audio.samples_in(data))
-        except httpx.TimeoutException:
+        except TimeoutError:
             trace.fail("timeout")
             raise
-        except httpx.TransportError:
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             trace.fail("dropped")
             raise
 
     async def close(self) -> None:
         if self._http is not None:
-            await self._http.aclose()
+            await self._http.close()
 
 
 async def connection_floor(base_url: str, path: str, count: int) -> list[float]:
     """Seconds each of `count` GETs of `path` took, all sent at once, each on a connection of its
     own opened for it: what a burst of new clients costs before any speech work (this client and
     the server's HTTP stack on the same machine), the floor under the burst's 429 times."""
-    import httpx
+    http = LeanHttpClient(_local_only(base_url), _CONNECT_TIMEOUT_S, keep_alive=False)
 
-    async with httpx.AsyncClient(base_url=_local_only(base_url), timeout=httpx.Timeout(60.0, connect=_CONNECT_TIMEOUT_S),
-                                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=0)) as http:
-        async def one() -> float:
-            sent = time.monotonic()
-            (await http.get(path)).raise_for_status()
-            return time.monotonic() - sent
+    async def one() -> float:
+        sent = time.monotonic()
+        async with asyncio.timeout(60.0), http.request("GET", path) as response:
+            await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"GET {path}: HTTP {response.status}")
+        return time.monotonic() - sent
 
-        return list(await asyncio.gather(*(one() for _ in range(count))))
+    return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
 def chorus_driver(base_url: str, model: str = "tiny-random", response_format: str = "pcm",

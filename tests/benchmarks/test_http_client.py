@@ -3,17 +3,17 @@ trace, and the workloads' handling of refusals and bursts."""
 from __future__ import annotations
 
 import asyncio
-import time
 import io
+import time
 import wave
 
-import httpx
 import numpy as np
 import pytest
 
 from benchmarks.audio_bodies import Mp3Body, PcmBody, WavBody
 from benchmarks.corpus import BenchRequest
 from benchmarks.http_drivers import HttpDriver, connection_floor
+from benchmarks.lean_http import LeanHttpClient
 from benchmarks.trace import RequestTrace
 from benchmarks.workloads import LevelTiming, burst, closed_loop, paced
 
@@ -69,37 +69,56 @@ def test_mp3_counts_whole_frames(piece):
         Mp3Body().samples_in(b"RIFF0000")
 
 
-def answering(status: int, body: bytes, headers: list[tuple[bytes, bytes]] = ()):
-    async def app(scope, receive, send):
-        await receive()
-        await send({"type": "http.response.start", "status": status, "headers": list(headers)})
-        await send({"type": "http.response.body", "body": body})
-    return app
+def test_responses_framed_by_length_chunks_or_close_are_read_whole():
+    async def exchange(reply: bytes) -> tuple[int, bytes]:
+        async def handle(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(reply)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        client = LeanHttpClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", 5.0)
+        try:
+            async with client.request("GET", "/") as response:
+                return response.status, await response.read()
+        finally:
+            await client.close()
+            server.close()
+
+    assert asyncio.run(exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")) == (200, b"hello")
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n1\r\n!\r\n0\r\nT: 1\r\n\r\n"
+    assert asyncio.run(exchange(chunked)) == (200, b"hello!")
+    assert asyncio.run(exchange(b"HTTP/1.0 429 Busy\r\nRetry-After: 2\r\n\r\nto the end")) == (429, b"to the end")
+    assert asyncio.run(exchange(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")) == (204, b"")
 
 
-async def run_against(app) -> tuple[RequestTrace, BaseException | None]:
-    driver = HttpDriver("test", "http://127.0.0.1:1", "/speak", lambda r: {"text": r.text}, PcmBody, 1000)
-    driver._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=driver.base_url)
-    trace = RequestTrace(0.0, 1000)
-    try:
-        await driver.run(BenchRequest("Hello.", "joe"), trace)
-        return trace, None
-    except Exception as exc:  # noqa: BLE001 - the test looks at what was raised
-        return trace, exc
-    finally:
-        await driver.close()
+def test_a_kept_alive_connection_the_server_closed_is_replaced():
+    async def two_requests() -> list[int]:
+        served = []
 
+        async def handle(reader, writer):  # one answer per connection, then it closes
+            await reader.readuntil(b"\r\n\r\n")
+            served.append(1)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+            writer.close()
 
-def test_http_answers_become_served_refused_or_failed_traces():
-    ok, error = asyncio.run(run_against(answering(200, bytes(200))))
-    assert error is None and ok.ok and ok.audio_seconds == pytest.approx(0.1)
-    busy, error = asyncio.run(run_against(answering(429, b"{}", [(b"retry-after", b"2")])))
-    assert error is None and not busy.ok and not busy.admitted and busy.retry_after == "2"
-    assert busy.time_to_refusal is not None and busy.time_to_refusal > 0
-    broken, error = asyncio.run(run_against(answering(503, b"down")))
-    assert isinstance(error, RuntimeError) and broken.error == "5xx" and broken.admitted
-    bad, error = asyncio.run(run_against(answering(404, b"no")))
-    assert bad.error == "http 404"
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        client = LeanHttpClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", 5.0)
+        statuses = []
+        try:
+            for _ in range(2):
+                async with client.request("GET", "/") as response:
+                    await response.read()
+                    statuses.append(response.status)
+                await asyncio.sleep(0.05)  # the server has closed the idle connection by now
+        finally:
+            await client.close()
+            server.close()
+        return statuses + [len(served)]
+
+    assert asyncio.run(two_requests()) == [200, 200, 2]
 
 
 def test_only_127_0_0_1_is_targeted():
