@@ -35,7 +35,9 @@ def pcm16(samples: np.ndarray) -> bytes:
 async def say(args: argparse.Namespace) -> int:
     """Speaks `args.text` into `args.output`; returns the exit code."""
     settings = ApiSettings(prompt_workers=args.prompt_workers)
-    async with EngineClient(engine_config_from_args(args)) as client, \
+    config = engine_config_from_args(args)
+    config.capacity.pace_slack_seconds = None  # one speech, written out: nothing to share steps with
+    async with EngineClient(config) as client, \
             PromptPool(client.frontend.prepare, settings.prompt_workers) as pool:
         if client.frontend.model_speed(args.speed) != args.speed:
             low, high = client.frontend.speed_range

@@ -173,13 +173,18 @@ class EngineCore:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.admission.queue) or self.requests.has_work or self.seconds_until_work() == 0
+        # NOTE: streams paced far ahead of their listeners (scheduler: `pace_slack_seconds`) are
+        # no work until the first of them falls back to it: the loop rests instead of stepping.
+        return bool(self.admission.queue) or self.requests.has_work_besides_steps or self.seconds_until_work() == 0
 
     def seconds_until_work(self) -> float:
-        """With no work now: how long until a stream waiting for its text reads a filler (its
-        listener runs low: `feed_slack_seconds`, the level at which the audio stage feeds every
-        step); inf when none will."""
-        return self.requests.seconds_until_fill(self.clock(), self.config.capacity.feed_slack_seconds)
+        """With no work now: how long until a stream needs a step (every stream paced ahead of
+        its listener: until the first falls to `pace_slack_seconds`), or a stream waiting for its
+        text reads a filler (its listener runs low: `feed_slack_seconds`, the level at which the
+        audio stage feeds every step); inf when neither will happen."""
+        now = self.clock()
+        return min(self.scheduler.seconds_until_step(now),
+                   self.requests.seconds_until_fill(now, self.config.capacity.feed_slack_seconds))
 
     def refresh_room_estimate(self) -> None:
         """Publishes the room for new requests and the step costs in the stats (projections over

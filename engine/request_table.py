@@ -55,12 +55,14 @@ class RequestTable:
         return self._requests.values()
 
     @property
-    def has_work(self) -> bool:
+    def has_work_besides_steps(self) -> bool:
+        """Work for the next step other than the scheduler's (whose sequences that take steps
+        say for themselves when they need one): an abort or an end to deliver, audio to drain."""
         # NOTE: paused requests and those awaiting their text alone are no work (once the audio
         # they made is out): the loop then waits for a command instead of spinning through empty
         # steps.
-        return bool(self._aborted) or any(r.seq.takes_steps or r.finish_reason is not None
-                                          or self.audio.is_draining(r.request_id) for r in self._requests.values())
+        return bool(self._aborted) or any(r.finish_reason is not None or self.audio.is_draining(r.request_id)
+                                          for r in self._requests.values())
 
     def generating(self) -> list[Request]:
         """The requests still generating, but the paused (their clients are behind); those

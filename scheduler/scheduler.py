@@ -40,6 +40,9 @@ class Scheduler:
       holds more than `skip_slack_seconds` of audio, a prompt is waiting or prefilling, and the
       step has other work; and the step's prefill tokens are limited so that `step_cost`
       predicts it to end before the smallest positive slack among the streams it decodes.
+    - With a clock and `pace_slack_seconds`: a step is scheduled only when a prompt waits or
+      prefills or a decoding stream's listener holds at most `pace_slack_seconds` (or has no
+      listener); every decoding stream joins it (but those the rule above sits out).
     - When blocks run out, the lowest-priority, newest unscheduled running sequence is preempted:
       its blocks are freed, its computed count reset, and it waits at the front (by arrival).
     - Every sequence ends exactly once, through `finish` (or `abort`), which frees its blocks.
@@ -103,6 +106,8 @@ class Scheduler:
         by_deadline = sorted((s for s in self.running if s.takes_steps), key=lambda s: s.deadline)
         decoding = [s for s in by_deadline if not s.is_prefilling]
         prefilling = [s for s in by_deadline if s.is_prefilling]
+        if not prefilling and not self._waiting_to_step() and self._all_paced(decoding, now):
+            return out  # every stream is far enough ahead: none needs a step yet
         skipping = self._far_ahead(decoding, now) if prefilling or self.waiting else []
         stepping = [s for s in decoding if s not in skipping]
         budget = self._schedule_running(stepping, self.config.max_num_batched_tokens, scheduled, out)
@@ -116,6 +121,19 @@ class Scheduler:
             # Nobody else needed the step: the streams ahead of their listener may as well use it.
             self._schedule_running(skipping, self.config.max_num_batched_tokens, scheduled, out)
         return out
+
+    def seconds_until_step(self, now: float) -> float:
+        """How long until `schedule(now)` would schedule anything: 0 when a prompt waits or
+        prefills or a decoding stream needs a step; with every stream paced, until the first of
+        their listeners falls to `pace_slack_seconds`; inf when no sequence takes steps."""
+        stepping = [s for s in self.running if s.takes_steps]
+        if self._waiting_to_step() or any(s.is_prefilling for s in stepping):
+            return 0.0
+        if not stepping:
+            return math.inf
+        if not self._all_paced(stepping, now):
+            return 0.0
+        return max(0.0, min(s.deadline - now for s in stepping) - self.capacity.pace_slack_seconds)
 
     def update_from_output(self, output: SchedulerOutput, stopped: Collection[str] = ()) -> dict[str, str]:
         """After the step that ran `output`: marks its tokens computed, publishes newly full prompt
@@ -174,6 +192,18 @@ class Scheduler:
             return []
         # NOTE: a stream without a deadline (inf) has no listener to measure against: it steps.
         return [s for s in decoding if limit < s.deadline - now < math.inf]
+
+    def _all_paced(self, decoding: list[Sequence], now: float | None) -> bool:
+        """Whether there are decoding streams and every one's listener holds more than
+        `pace_slack_seconds` (batch-aware pacing): then none needs a step yet. A stream without
+        a listener (inf) always does."""
+        limit = self.capacity.pace_slack_seconds
+        if now is None or limit is None or not decoding:
+            return False
+        return all(limit < s.deadline - now < math.inf for s in decoding)
+
+    def _waiting_to_step(self) -> bool:
+        return any(s.takes_steps for s in self.waiting)
 
     def _prefill_cap(self, out: SchedulerOutput, now: float | None) -> int:
         """Prefill tokens the step can take and still end, as `step_cost` predicts, before the

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from scheduler import QueueFullError, SchedulerConfig, SequenceStatus
@@ -216,6 +218,45 @@ def test_a_stream_far_ahead_sits_out_steps_that_carry_a_prompt():
     sim.add("s5", prompt_len=4, outputs=100)
     sim.scheduler.waiting[0].paused = True  # a prompt that cannot start now: the step would be empty
     assert list(chunk_sizes(sim.step(now=10.0))) == ["s0"]  # nobody else needs the step
+
+
+def paced_sim(n: int, pace_slack_seconds: float | None = 2.0) -> tuple[Simulator, list]:
+    """n streams past their prompts, decoding, with batch-aware pacing."""
+    sim = Simulator(num_blocks=256, max_num_seqs=8, max_num_batched_tokens=64,
+                    capacity=CapacityConfig(skip_slack_seconds=None, pace_slack_seconds=pace_slack_seconds))
+    seqs = [sim.add(f"s{i}", prompt_len=4, outputs=100) for i in range(n)]
+    sim.step()
+    return sim, seqs
+
+
+def test_streams_far_ahead_take_no_step_until_one_falls_back_then_all_share_it():
+    sim, (a, b, c) = paced_sim(3)
+    runs_dry_at(a, 10.0 + 2.4), runs_dry_at(b, 10.0 + 3.0), runs_dry_at(c, 10.0 + 5.0)
+    assert sim.step(now=10.0).chunks == []  # every listener holds more than 2 s: nobody needs a step
+    assert sim.scheduler.seconds_until_step(10.0) == pytest.approx(0.4)  # when a's falls to 2 s
+    assert sorted(chunk_sizes(sim.step(now=10.4))) == ["s0", "s1", "s2"]  # a needs it; b and c join
+    assert sim.scheduler.seconds_until_step(10.4) == 0.0
+    assert sorted(chunk_sizes(sim.step())) == ["s0", "s1", "s2"]  # no clock, no pacing
+
+
+def test_work_besides_paced_streams_steps_at_once_and_they_join_it():
+    sim, (a, b) = paced_sim(2)
+    runs_dry_at(a, 10.0 + 3.0)
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["s0", "s1"]  # b has no listener (inf): it needs steps
+    sim.scheduler.abort("s1")
+    sim.add("new", prompt_len=4, outputs=100)  # a prompt waits
+    assert sim.scheduler.seconds_until_step(10.0) == 0.0
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["new", "s0"]
+    due_at(sim.sequences["new"], 10.5)  # before its first audio: due soon, far from paced
+    assert sorted(chunk_sizes(sim.step(now=10.0))) == ["new", "s0"]
+
+
+def test_without_pacing_or_streams_every_step_is_needed_or_none_is():
+    sim, (a,) = paced_sim(1, pace_slack_seconds=None)
+    runs_dry_at(a, 10.0 + 30.0)
+    assert sim.scheduler.seconds_until_step(10.0) == 0.0 and chunk_sizes(sim.step(now=10.0)) == {"s0": 1}
+    sim.scheduler.abort("s0")
+    assert sim.scheduler.seconds_until_step(10.0) == math.inf
 
 
 def test_prefill_is_sized_by_the_smallest_slack():
