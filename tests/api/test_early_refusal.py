@@ -6,7 +6,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from api.speech.early_refusal import EarlyRefusal
+from api.speech import early_refusal
+from api.speech.early_refusal import FLOOD_REFUSALS, FLOOD_SECONDS, EarlyRefusal
 from capacity.room import Room
 from engine.errors import RequestRejected
 from engine.outputs import EngineStats
@@ -143,3 +144,31 @@ def test_a_claim_whose_body_fails_or_never_admits_takes_no_room():
         pass  # prepared, then refused by the engine: never admitted
     gate.check(report)
     assert (gate.starting, gate.active) == (0, 1)
+
+
+def test_while_it_refuses_a_flood_it_lets_nothing_in_and_then_reopens(monkeypatch):
+    """Requests read late in a burst would take room the engine reports meanwhile: while the
+    gate refuses FLOOD_REFUSALS within FLOOD_SECONDS it refuses whatever the room, and once the
+    refusals stop it lets speeches in on the room again."""
+    clock = [100.0]
+    monkeypatch.setattr(early_refusal.time, "monotonic", lambda: clock[0])
+    gate = busy_gate()
+    full, roomy = stats(running=8, room=0), stats(running=8, room=3)
+    for _ in range(FLOOD_REFUSALS - 1):
+        with pytest.raises(RequestRejected):
+            gate.check(full)
+    gate.check(roomy)  # seven refusals: not a flood yet
+    with pytest.raises(RequestRejected):
+        gate.check(full)
+    with pytest.raises(RequestRejected, match="many requests came at once"):
+        gate.check(roomy)
+    clock[0] += FLOOD_SECONDS
+    gate.check(roomy)  # the refusals have stopped for a while
+    assert gate.refused == FLOOD_REFUSALS + 1
+
+
+def test_a_flood_does_not_refuse_the_first_speech_of_an_idle_api():
+    gate = EarlyRefusal(admission_on=True)
+    for _ in range(FLOOD_REFUSALS):
+        gate._refusals.append(time.monotonic())
+    gate.check(stats(running=0, room=1))
