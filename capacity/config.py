@@ -23,14 +23,15 @@ class CapacityConfig:
     # which makes them cheaper for everyone else (a step's cost grows with its rows). None: every
     # running stream takes every step.
     skip_slack_seconds: float | None = 4.0
-    # Batch-aware pacing: a decoding stream whose listener holds more than this takes no step of
-    # its own; it joins the steps other work needs, and when every stream holds more, the engine
-    # rests until the first of them falls to it. Streams then advance together, one step of all
+    # Batch-aware pacing: while other streams decode, a decoding stream whose listener holds more
+    # than this takes no step of its own; it joins the steps other work needs, and when every
+    # stream holds more, the engine rests until the first of them falls to it (a lone stream
+    # steps as fast as it can). Streams then advance together, one step of all
     # of them per step's worth of audio, instead of one stream's step at a time (a step of one
     # row cost 2.0 ms on the 2-core machine, 0.74 ms a row at 14 rows). The price: a stream is
-    # made no more than this far ahead of its listener once others share the engine, so a
-    # client that saves the audio rather than plays it gets it at about real time past this
-    # lead. None (the engine's default, for offline use): every stream steps as fast as it can;
+    # made no more than this far ahead of its listener while others share the engine, so a
+    # client that saves the audio rather than plays it then gets it at about real time past
+    # this lead. None (the engine's default, for offline use): every stream steps as fast as it can;
     # `chorus serve` sets 2 s (--pace-slack-seconds).
     pace_slack_seconds: float | None = None
     # Below this slack (but above 0) a stream's audio leaves in first-chunk-sized pieces instead of
