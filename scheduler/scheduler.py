@@ -40,10 +40,10 @@ class Scheduler:
       holds more than `skip_slack_seconds` of audio, a prompt is waiting or prefilling, and the
       step has other work; and the step's prefill tokens are limited so that `step_cost`
       predicts it to end before the smallest positive slack among the streams it decodes.
-    - With a clock and `pace_slack_seconds`: while two or more streams decode, a step is
+    - With a clock and `pace_slack_seconds`: while two or more decoding streams play, a step is
       scheduled only when a prompt waits or prefills or a decoding stream's listener holds at
       most `pace_slack_seconds` (or has no listener); every decoding stream joins it (but those
-      the rule above sits out). A lone stream steps as fast as it can.
+      the rule above sits out). A lone playing stream steps as fast as it can.
     - When blocks run out, the lowest-priority, newest unscheduled running sequence is preempted:
       its blocks are freed, its computed count reset, and it waits at the front (by arrival).
     - Every sequence ends exactly once, through `finish` (or `abort`), which frees its blocks.
@@ -195,13 +195,14 @@ class Scheduler:
         return [s for s in decoding if limit < s.deadline - now < math.inf]
 
     def _all_paced(self, decoding: list[Sequence], now: float | None) -> bool:
-        """Whether at least two streams decode and every one's listener holds more than
-        `pace_slack_seconds` (batch-aware pacing): then none needs a step yet. A stream without
-        a listener (inf) always does; so does a lone stream, which has nobody to share a step
-        with, and whose client may be saving its audio rather than playing it (Open WebUI fetches
-        each sentence whole before it plays it)."""
+        """Whether at least two decoding streams play (their listeners have had audio) and every
+        decoding stream's listener holds more than `pace_slack_seconds` (batch-aware pacing):
+        then none needs a step yet. A stream without a listener (inf) always does; so does a
+        lone playing stream, which has nobody to share a step with (the next segment of its own
+        speech, waiting to play after it, is no one), and whose client may be saving its audio
+        rather than playing it (Open WebUI fetches each sentence whole before it plays it)."""
         limit = self.capacity.pace_slack_seconds
-        if now is None or limit is None or len(decoding) < 2:
+        if now is None or limit is None or sum(s.listener.runs_dry_at is not None for s in decoding) < 2:
             return False
         return all(limit < s.deadline - now < math.inf for s in decoding)
 

@@ -18,9 +18,6 @@ if TYPE_CHECKING:
 
 # NOTE: slots dataclasses keep no class-level defaults, so defaults come from instances.
 _MODEL, _CACHE, _SCHED, _CAPACITY = ModelConfig(), CacheConfig(), SchedulerConfig(), CapacityConfig()
-# A server's listeners play in real time: streams far ahead of theirs wait and share steps
-# (capacity/config.py's pace_slack_seconds, off in the engine's own default for offline use).
-SERVE_PACE_SLACK_SECONDS = 2.0
 
 
 def _seconds_or_none(text: str) -> float | None:
@@ -70,11 +67,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     capacity.add_argument("--skip-slack-seconds", type=_seconds_or_none, default=_CAPACITY.skip_slack_seconds,
                           help="a stream whose listener holds more than this much audio sits out steps that "
                                "others need; 'none': every stream takes every step")
-    capacity.add_argument("--pace-slack-seconds", type=_seconds_or_none, default=SERVE_PACE_SLACK_SECONDS,
-                          help="a stream whose listener holds more than this much audio takes no step of its own: "
-                               "it joins steps others need, so streams share steps (less CPU per audio second); "
-                               "'none': every stream steps as fast as it can (clients that save audio rather "
-                               "than play it get it sooner)")
+    capacity.add_argument("--pace-slack-seconds", type=_seconds_or_none, default=_CAPACITY.pace_slack_seconds,
+                          help="batch-aware pacing: while two or more streams play, one whose listener holds more "
+                               "than this much audio takes no step of its own and joins steps others need (less CPU "
+                               "per audio second; clients that save the audio rather than play it get it at about "
+                               "real time past this lead); default: off, every stream steps as fast as it can")
     capacity.add_argument("--urgent-slack-seconds", type=float, default=None,
                           help="send what is ready (in first-chunk-sized pieces) when a stream's emitted audio "
                                "would run out within this many seconds; 0 disables (default: the codec's own)")

@@ -15,7 +15,8 @@ burst of 128 after a loaded minute was read over 0.8 s, each request looked at w
 millisecond of being read). Room the engine reports meanwhile went to whoever was read next,
 report after report: 41-56 of 128 were let in, with first audio at p95 0.87-1.77 s and the last
 refusals as late, where a burst on an idle server let in 8. Steady loads never refuse that fast
-(32 closed-loop clients at capacity: 0.2-0.7 % of 20 requests a second).
+(32 closed-loop clients at capacity: 0.2-0.7 % of 20 requests a second); overloads that go on do,
+and past a flood's first FLOOD_HOLD_SECONDS their room is served again.
 
 Short, not of the usual size: the usual size is a mean, which a few long speeches (paragraphs,
 and a speech's first request counts its later segments too) pull far above most requests. Gated
@@ -40,15 +41,20 @@ from engine.outputs import EngineStats
 # a second; the steady levels refuse at most a few a second).
 FLOOD_REFUSALS = 8
 FLOOD_SECONDS = 0.25
+# A flood's first this many seconds: a burst's requests are read within it; beyond it, refusals
+# that go on are a sustained overload, whose room must be served (closed-loop clients at twice
+# the capacity, refused all along, made half the audio they made on the room).
+FLOOD_HOLD_SECONDS = 1.0
 
 
 class EarlyRefusal:
     """Invariant: a speech is refused here only while admission is on, this API has a speech in
-    flight (the engine, which serves this API alone, is not idle), and either it refused
-    FLOOD_REFUSALS speeches within the last FLOOD_SECONDS, or the speeches being started by this
-    API plus those admitted since the engine's last report already fill the room it reported for
-    short speeches that would start by their first-audio deadline, waiting in its queue if need
-    be (a speech it would queue rather than refuse goes on to be prepared);
+    flight (the engine, which serves this API alone, is not idle), and either it is within
+    FLOOD_HOLD_SECONDS of the start of a flood (FLOOD_REFUSALS refusals within FLOOD_SECONDS,
+    and as many since), or the speeches being started by this API plus those admitted since the
+    engine's last report already fill the room it reported for short speeches that would start
+    by their first-audio deadline, waiting in its queue if need be (a speech it would queue
+    rather than refuse goes on to be prepared);
     `starting` counts the speeches between this check and the engine's answer to their first
     segment, `active` those admitted and not yet closed."""
 
@@ -59,6 +65,7 @@ class EarlyRefusal:
         self.refused = 0  # since the server started
         self._admitted: deque[float] = deque(maxlen=256)  # when speeches were admitted (monotonic)
         self._refusals: deque[float] = deque(maxlen=FLOOD_REFUSALS)  # when the last ones were refused
+        self._flood_began: float | None = None
 
     def room_left(self, stats: EngineStats) -> int:
         """How many more short speeches would start by their first audio's due time, at once or
@@ -76,7 +83,7 @@ class EarlyRefusal:
         """Raises RequestRejected ("overloaded", with the engine's projected wait) when full or
         in a flood."""
         now = time.monotonic()
-        flood = len(self._refusals) == FLOOD_REFUSALS and now - self._refusals[0] < FLOOD_SECONDS
+        flood = self._in_flood(now)
         if not (flood and self.admission_on and self.starting + self.active) and self.room_left(stats) > 0:
             return
         self.refused += 1
@@ -86,6 +93,15 @@ class EarlyRefusal:
             f"{why} ({stats.num_running} running, {self.starting} starting); retry in {stats.room.seconds_until:.1f} s",
             "overloaded", stats.room.seconds_until,
         )
+
+    def _in_flood(self, now: float) -> bool:
+        """Whether this is within FLOOD_HOLD_SECONDS of the start of a flood that goes on."""
+        if not (len(self._refusals) == FLOOD_REFUSALS and now - self._refusals[0] < FLOOD_SECONDS):
+            self._flood_began = None
+            return False
+        if self._flood_began is None:
+            self._flood_began = now
+        return now - self._flood_began < FLOOD_HOLD_SECONDS
 
     @contextmanager
     def claim(self, stats: EngineStats | None) -> Iterator[Callable[[SegmentedSynthesis], None]]:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import pytest
 
 from api.speech import early_refusal
-from api.speech.early_refusal import FLOOD_REFUSALS, FLOOD_SECONDS, EarlyRefusal
+from api.speech.early_refusal import FLOOD_HOLD_SECONDS, FLOOD_REFUSALS, FLOOD_SECONDS, EarlyRefusal
 from capacity.room import Room
 from engine.errors import RequestRejected
 from engine.outputs import EngineStats
@@ -172,3 +172,17 @@ def test_a_flood_does_not_refuse_the_first_speech_of_an_idle_api():
     for _ in range(FLOOD_REFUSALS):
         gate._refusals.append(time.monotonic())
     gate.check(stats(running=0, room=1))
+
+
+def test_a_flood_that_goes_on_past_its_hold_is_served_on_the_room_again(monkeypatch):
+    """Refusals that go on for longer than a burst takes to read are a sustained overload: its
+    room is served (clients at twice the capacity, refused all along, made half the audio)."""
+    clock = [100.0]
+    monkeypatch.setattr(early_refusal.time, "monotonic", lambda: clock[0])
+    gate = busy_gate()
+    full, roomy = stats(running=8, room=0), stats(running=8, room=3)
+    while clock[0] < 100.08 + FLOOD_HOLD_SECONDS:  # the flood began with the 8th refusal, at 100.07
+        with pytest.raises(RequestRejected):
+            gate.check(full if clock[0] < 100.1 else roomy)
+        clock[0] += 0.01
+    gate.check(roomy)

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from api.config.engine_args import SERVE_PACE_SLACK_SECONDS, add_engine_args, engine_config_from_args
+from api.config.engine_args import add_engine_args, engine_config_from_args
 from capacity.config import CapacityConfig
 
 
@@ -16,9 +16,9 @@ def parse(*argv: str):
     return engine_config_from_args(parser.parse_args(list(argv))).capacity
 
 
-def test_defaults_are_the_config_defaults_but_a_server_paces_its_streams():
-    assert parse() == CapacityConfig(pace_slack_seconds=SERVE_PACE_SLACK_SECONDS)
-    assert CapacityConfig().pace_slack_seconds is None and parse("--pace-slack-seconds", "none").pace_slack_seconds is None
+def test_defaults_are_the_config_defaults():
+    assert parse() == CapacityConfig()
+    assert parse("--pace-slack-seconds", "2").pace_slack_seconds == 2.0
 
 
 def test_the_audio_thresholds_default_to_the_codecs_and_each_flag_sets_its_field():

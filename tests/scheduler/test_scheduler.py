@@ -251,11 +251,14 @@ def test_work_besides_paced_streams_steps_at_once_and_they_join_it():
     assert sorted(chunk_sizes(sim.step(now=10.0))) == ["new", "s0"]
 
 
-def test_a_lone_stream_is_never_paced():
-    """Nobody to share its steps with, and its client may be saving the audio, not playing it."""
+def test_a_lone_playing_stream_is_never_paced():
+    """Nobody to share its steps with (its speech's next segment, due after it, is no one), and
+    its client may be saving the audio, not playing it."""
     sim, (a, b) = paced_sim(2)
     runs_dry_at(a, 10.0 + 30.0), runs_dry_at(b, 10.0 + 30.0)
     assert sim.step(now=10.0).chunks == []
+    due_at(b, 10.0 + 30.0)  # b plays after a: its first audio is due when a's runs out
+    assert sim.scheduler.seconds_until_step(10.0) == 0.0 and chunk_sizes(sim.step(now=10.0)) == {"s0": 1, "s1": 1}
     sim.scheduler.abort("s1")
     assert sim.scheduler.seconds_until_step(10.0) == 0.0 and chunk_sizes(sim.step(now=10.0)) == {"s0": 1}
 
