@@ -18,6 +18,7 @@ from api.deepgram import socket as deepgram_socket
 from api.http import status_routes
 from api.http.auth import ApiKeys, BearerKeyMiddleware
 from api.http.body_limit import BodySizeLimitMiddleware
+from api.http.flood_door import FloodDoorMiddleware
 from api.http.draining import Drain
 from api.http.heap import keep_large_blocks_mapped
 from api.http.metrics import ApiMetrics
@@ -98,9 +99,10 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
     async def web_page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
 
-    # The middleware added last runs first, and each of the first three looks at the request line
+    # The middleware added last runs first, and each of the first four looks at the request line
     # and headers alone: the query check refuses a malformed query string (HTTP and WebSocket);
-    # auth checks the key on the protected routes; an upload takes one of the upload slots; only
+    # auth checks the key on the protected routes; a new speech in a flood is refused
+    # (api/http/flood_door.py); an upload takes one of the upload slots; only
     # then is a body read, within its route's limit (and a JSON one parsed, off the event loop
     # when large).
     uploads = {("POST", voice_routes.VOICES)}
@@ -109,6 +111,7 @@ def create_app(config: EngineConfig, settings: ApiSettings | None = None) -> Fas
                        upload_limits=dict.fromkeys(uploads, settings.max_voice_upload_bytes))
     app.add_middleware(UploadSlotsMiddleware, routes=uploads,
                        slots=UploadSlots(settings.max_uploads_in_progress, settings.max_uploads_per_key))
+    app.add_middleware(FloodDoorMiddleware, routes={("POST", "/v1/audio/speech"), ("POST", "/v1/speak")})
     app.add_middleware(BearerKeyMiddleware, api_keys=api_keys)
     app.add_middleware(QueryCheckMiddleware)
     return app

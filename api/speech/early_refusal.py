@@ -82,13 +82,19 @@ class EarlyRefusal:
     def check(self, stats: EngineStats) -> None:
         """Raises RequestRejected ("overloaded", with the engine's projected wait) when full or
         in a flood."""
-        now = time.monotonic()
-        flood = self._in_flood(now)
-        if not (flood and self.admission_on and self.starting + self.active) and self.room_left(stats) > 0:
-            return
+        self.check_flood(stats)
+        if self.room_left(stats) <= 0:
+            self._refuse(stats, "the engine has no room for another stream")
+
+    def check_flood(self, stats: EngineStats) -> None:
+        """Raises RequestRejected within a flood's hold (what api/http/flood_door.py asks before a
+        request's body is read: a flood's refusals need nothing of it)."""
+        if self._in_flood(time.monotonic()) and self.admission_on and self.starting + self.active:
+            self._refuse(stats, "many requests came at once")
+
+    def _refuse(self, stats: EngineStats, why: str) -> None:
         self.refused += 1
-        self._refusals.append(now)
-        why = "many requests came at once" if flood else "the engine has no room for another stream"
+        self._refusals.append(time.monotonic())
         raise RequestRejected(
             f"{why} ({stats.num_running} running, {self.starting} starting); retry in {stats.room.seconds_until:.1f} s",
             "overloaded", stats.room.seconds_until,
