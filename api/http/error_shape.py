@@ -8,7 +8,8 @@ import uuid
 from starlette.responses import Response
 
 from api.deepgram.errors import DeepgramError
-from api.openai.errors import error_response
+from api.openai.errors import ApiError, error_response
+from api.speech.errors import SpeechError
 
 
 # Deepgram's routes (REST and socket) answer a refusal in Deepgram's error shape.
@@ -27,3 +28,11 @@ def refusal(path: str, status: int, message: str, code: str, deepgram_code: str,
     if speaks_deepgram(path):
         return DeepgramError(status, deepgram_code, message, headers).response(str(uuid.uuid4()))
     return error_response(status, message, code, param, headers)
+
+
+def speech_refusal(path: str, error: SpeechError) -> Response:
+    """`error` (a speech that cannot start) answered for `path` as its route answers it: its
+    codes and Retry-After as `ApiError.of` or `DeepgramError.of` give them."""
+    if speaks_deepgram(path):
+        return DeepgramError.of(error).response(str(uuid.uuid4()))
+    return ApiError.of(error).response()

@@ -8,14 +8,11 @@ Deepgram's), counted as the route counts a refusal.
 """
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.deepgram.errors import DeepgramError
-from api.http.error_shape import speaks_deepgram
-from api.openai.errors import ApiError
+from api.http.error_shape import speech_refusal
 from api.speech.errors import outcome_of, speech_error
 from engine.errors import RequestRejected
 
@@ -39,8 +36,6 @@ class FloodDoorMiddleware:
                 except RequestRejected as exc:
                     error = speech_error(exc, state.settings.retry_after_seconds)
                     state.metrics.count_request(outcome_of(error.status))
-                    response = (DeepgramError.of(error).response(str(uuid.uuid4())) if speaks_deepgram(scope["path"])
-                                else ApiError.of(error).response())
-                    await response(scope, receive, send)
+                    await speech_refusal(scope["path"], error)(scope, receive, send)
                     return
         await self.app(scope, receive, send)
